@@ -1,0 +1,100 @@
+package fsm
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"time"
+)
+
+// Event is one order lifecycle event, as the message contract of DESIGN.md
+// defines it. Every event is a full snapshot of the order.
+type Event struct {
+	EventID     string    `json:"event_id"`
+	OrderID     string    `json:"order_id"`
+	UserID      int64     `json:"user_id"`
+	Status      Status    `json:"status"`
+	Version     int64     `json:"version"`
+	AmountCents int64     `json:"amount_cents"`
+	OccurredAt  time.Time `json:"occurred_at"`
+	ProducerID  string    `json:"producer_id,omitempty"`
+	Seq         int64     `json:"seq,omitempty"`
+}
+
+// Key is the business key of an event: (order_id, version).
+type Key struct {
+	OrderID string
+	Version int64
+}
+
+// String renders the key as "order_id@version".
+func (k Key) String() string { return k.OrderID + "@" + strconv.FormatInt(k.Version, 10) }
+
+// Key returns the event's business key.
+func (e Event) Key() Key { return Key{OrderID: e.OrderID, Version: e.Version} }
+
+// MaxOrderIDLen is the longest order ID the contract accepts.
+const MaxOrderIDLen = 64
+
+var orderIDPattern = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
+
+// ErrInvalidEvent is wrapped by every validation error.
+var ErrInvalidEvent = errors.New("invalid event")
+
+// ValidationError says which field of an event breaks the contract and why.
+type ValidationError struct {
+	Field  string
+	Reason string
+}
+
+func (e *ValidationError) Error() string {
+	return fmt.Sprintf("invalid event: %s %s", e.Field, e.Reason)
+}
+
+// Unwrap lets errors.Is(err, ErrInvalidEvent) match.
+func (e *ValidationError) Unwrap() error { return ErrInvalidEvent }
+
+// ValidOrderID reports whether id is 1–64 characters of [A-Za-z0-9_.:-].
+func ValidOrderID(id string) bool { return orderIDPattern.MatchString(id) }
+
+// Validate checks the event against the message contract. It returns a
+// *ValidationError for the first field that breaks it.
+func (e Event) Validate() error {
+	switch {
+	case e.EventID == "":
+		return &ValidationError{"event_id", "is required"}
+	case e.OrderID == "":
+		return &ValidationError{"order_id", "is required"}
+	case !ValidOrderID(e.OrderID):
+		return &ValidationError{"order_id", "must be 1-64 characters of [A-Za-z0-9_.:-]"}
+	case e.UserID <= 0:
+		return &ValidationError{"user_id", "must be > 0"}
+	case e.Status == "":
+		return &ValidationError{"status", "is required"}
+	case !e.Status.Valid():
+		return &ValidationError{"status", fmt.Sprintf("%q is not a lifecycle state", string(e.Status))}
+	case e.Version < 1:
+		return &ValidationError{"version", "must be >= 1"}
+	case e.AmountCents < 0:
+		return &ValidationError{"amount_cents", "must be >= 0"}
+	case e.OccurredAt.IsZero():
+		return &ValidationError{"occurred_at", "is required"}
+	}
+	return nil
+}
+
+// ContentHash is the hex SHA-256 of the event's content: order_id, version,
+// user_id, status, amount_cents and occurred_at (UTC, microseconds, the
+// precision PostgreSQL keeps). event_id, producer_id and seq are tracing
+// metadata and do not count: a producer retry that re-sends the same event
+// is a duplicate, whatever its tracing fields say.
+func (e Event) ContentHash() string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%d\x00%d\x00%s\x00%d\x00%s",
+		e.OrderID, e.Version, e.UserID, e.Status, e.AmountCents,
+		e.OccurredAt.UTC().Truncate(time.Microsecond).Format(time.RFC3339Nano))
+	return hex.EncodeToString(h.Sum(nil))
+}
