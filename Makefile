@@ -1,0 +1,26 @@
+# orderflow — see README.md. The local stack logic lives in scripts/stack.sh.
+
+GO ?= go
+GOTEST_FLAGS ?= -race -p 2 -timeout 20m
+
+.PHONY: up down status test vet
+
+## up: start PostgreSQL, Temporal (UI on :8233) and RocketMQ if not running
+up:
+	@scripts/stack.sh up
+
+## down: stop the local stack, keeping its data in .data/
+down:
+	@scripts/stack.sh down
+
+## status: print each service's state
+status:
+	@scripts/stack.sh status
+
+vet:
+	$(GO) vet ./...
+
+## test: bring the stack up, then vet and run every test against it
+test: up
+	$(GO) vet ./...
+	$(GO) test $(GOTEST_FLAGS) ./...

@@ -1,0 +1,301 @@
+#!/usr/bin/env bash
+# stack.sh — the local orderflow stack without Docker: PostgreSQL, the
+# Temporal dev server (with its Web UI) and an Apache RocketMQ name server and
+# broker.
+#
+#   scripts/stack.sh up     [service...]   start what is not running, wait for health
+#   scripts/stack.sh down   [service...]   stop, keeping data
+#   scripts/stack.sh status [service...]   print each service's state
+#
+# Services: postgres, temporal, rocketmq (default: all).
+#
+# Data and logs live under ORDERFLOW_DATA (default: <repo>/.data, git-ignored).
+# Downloaded and built tools live under ORDERFLOW_CACHE (default:
+# ~/.cache/orderflow), shared by every clone.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+DATA=${ORDERFLOW_DATA:-$ROOT/.data}
+CACHE=${ORDERFLOW_CACHE:-$HOME/.cache/orderflow}
+LOGS=$DATA/logs
+HEALTH_TIMEOUT=${ORDERFLOW_HEALTH_TIMEOUT:-120}
+
+PG_PORT=5432
+TEMPORAL_PORT=7233
+TEMPORAL_UI_PORT=8233
+NAMESRV_PORT=9876
+BROKER_PORT=10911
+
+TEMPORAL_VERSION=1.5.1
+ROCKETMQ_VERSION=5.3.4
+ORDER_TOPIC=ORDER_EVENTS
+ORDER_TOPIC_QUEUES=8
+
+# ---------------------------------------------------------------- helpers
+
+say() { printf '%-9s %s\n' "$1:" "$2"; }
+
+# fail SERVICE MESSAGE [LOG]: one clear line naming the service, the reason
+# and, when there is one, the log to read; then exit.
+fail() {
+	local msg="$1: $2"
+	if [ -n "${3:-}" ]; then msg="$msg (log: $3)"; fi
+	echo "stack: FAILED $msg" >&2
+	exit 1
+}
+
+is_root() { [ "$(id -u)" -eq 0 ]; }
+
+# port_open PORT: something accepts TCP connections on 127.0.0.1:PORT.
+port_open() { timeout 1 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null; }
+
+# port_owner PORT: a short description of the process listening on PORT.
+port_owner() {
+	local out=""
+	if command -v ss >/dev/null 2>&1; then
+		out=$(ss -ltnpH "sport = :$1" 2>/dev/null | grep -o 'users:(([^)]*))' | head -n1 || true)
+	fi
+	echo "${out:-an unknown process}"
+}
+
+# require_free_port SERVICE PORT: fail when another program holds PORT.
+require_free_port() {
+	if port_open "$2"; then
+		fail "$1" "port $2 is already taken by another program: $(port_owner "$2"); stop it or free the port, then run make up again"
+	fi
+}
+
+# pid_alive PIDFILE PATTERN: the pid in PIDFILE runs and its command line
+# contains PATTERN.
+pid_alive() {
+	local pid
+	[ -f "$1" ] || return 1
+	pid=$(cat "$1" 2>/dev/null) || return 1
+	[ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] || return 1
+	tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "$2"
+}
+
+# stop_pid SERVICE PIDFILE PATTERN: SIGTERM, wait up to 30 s, then SIGKILL.
+stop_pid() {
+	local pid i
+	if ! pid_alive "$2" "$3"; then
+		rm -f "$2"
+		say "$1" "stopped"
+		return 0
+	fi
+	pid=$(cat "$2")
+	kill -TERM "$pid" 2>/dev/null || true
+	for i in $(seq 1 300); do
+		[ -d "/proc/$pid" ] || break
+		sleep 0.1
+	done
+	if [ -d "/proc/$pid" ]; then kill -KILL "$pid" 2>/dev/null || true; fi
+	rm -f "$2"
+	say "$1" "stopped"
+}
+
+# wait_until SECONDS COMMAND...: poll COMMAND every half second.
+wait_until() {
+	local deadline=$((SECONDS + $1))
+	shift
+	until "$@" >/dev/null 2>&1; do
+		[ "$SECONDS" -lt "$deadline" ] || return 1
+		sleep 0.5
+	done
+}
+
+# spawn PIDFILE LOG COMMAND...: start COMMAND detached from this shell and
+# its terminal, appending its output to LOG.
+spawn() {
+	local pidfile=$1 log=$2
+	shift 2
+	setsid "$@" >>"$log" 2>&1 </dev/null &
+	echo $! >"$pidfile"
+}
+
+# ---------------------------------------------------------------- PostgreSQL
+
+PG_DATA=$DATA/postgres
+PG_LOG=$LOGS/postgres.log
+
+pg_bindir() {
+	local d
+	for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do
+		if [ -x "$d/initdb" ] && [ -x "$d/pg_ctl" ]; then
+			echo "$d"
+			return 0
+		fi
+	done
+	return 1
+}
+
+# pg_socket_dir: the Unix socket directory, inside the data folder unless
+# that path is too long for a socket name.
+pg_socket_dir() {
+	local d=$DATA/run/postgres
+	if [ "${#d}" -gt 90 ]; then d=/tmp/orderflow-pg-$(id -u); fi
+	echo "$d"
+}
+
+# as_pg COMMAND...: run as the cluster's owner (postgres when root).
+as_pg() {
+	if is_root; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+pg_install() {
+	local log=$LOGS/postgres-install.log
+	if ! is_root; then
+		fail postgres "PostgreSQL binaries not found in /usr/lib/postgresql/*/bin; install them with: sudo apt-get install -y postgresql"
+	fi
+	command -v apt-get >/dev/null 2>&1 || fail postgres "PostgreSQL binaries not found and apt-get is missing; install PostgreSQL 15 or newer"
+	say postgres "installing Debian's postgresql package"
+	if ! { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql; } >"$log" 2>&1; then
+		fail postgres "apt-get install postgresql failed; check the network and apt sources, then run make up again" "$log"
+	fi
+	# The package may start its own "main" cluster on 5432; the project runs
+	# its own cluster there, so stop the freshly created one.
+	if command -v pg_lsclusters >/dev/null 2>&1; then
+		pg_lsclusters -h 2>/dev/null | while read -r ver name port status _; do
+			if [ "$port" = "$PG_PORT" ] && [ "$status" = online ]; then
+				pg_ctlcluster "$ver" "$name" stop >>"$log" 2>&1 || true
+			fi
+		done
+	fi
+}
+
+pg_running() {
+	local bin
+	bin=$(pg_bindir) || return 1
+	[ -f "$PG_DATA/PG_VERSION" ] || return 1
+	as_pg "$bin/pg_ctl" -D "$PG_DATA" status >/dev/null 2>&1
+}
+
+pg_psql() {
+	local bin
+	bin=$(pg_bindir)
+	as_pg "$bin/psql" -X -q -h "$(pg_socket_dir)" -p "$PG_PORT" -U postgres -d postgres -v ON_ERROR_STOP=1 "$@"
+}
+
+pg_write_conf() {
+	cat >"$PG_DATA/orderflow.conf" <<EOF
+# Written by scripts/stack.sh on every start; edit the script, not this file.
+listen_addresses = '127.0.0.1'
+port = $PG_PORT
+unix_socket_directories = '$(pg_socket_dir)'
+unix_socket_permissions = 0700
+max_connections = 200
+shared_buffers = 256MB
+# Durability stays on: orderflow is about crash safety.
+fsync = on
+synchronous_commit = on
+full_page_writes = on
+max_wal_size = 1GB
+checkpoint_timeout = 15min
+log_line_prefix = '%m [%p] %q%u@%d '
+log_min_messages = warning
+EOF
+	if is_root; then chown postgres: "$PG_DATA/orderflow.conf"; fi
+}
+
+pg_up() {
+	local bin sock
+	bin=$(pg_bindir) || { pg_install; bin=$(pg_bindir) || fail postgres "PostgreSQL binaries still missing after install" "$LOGS/postgres-install.log"; }
+	if is_root && ! id postgres >/dev/null 2>&1; then
+		fail postgres "user 'postgres' is missing; reinstall Debian's postgresql package: apt-get install --reinstall postgresql-common"
+	fi
+	sock=$(pg_socket_dir)
+	mkdir -p "$PG_DATA" "$sock"
+	touch "$PG_LOG"
+	if is_root; then chown postgres: "$PG_DATA" "$sock" "$PG_LOG"; fi
+	chmod 700 "$PG_DATA" "$sock"
+
+	if pg_running; then
+		say postgres "running (127.0.0.1:$PG_PORT)"
+	else
+		if [ ! -f "$PG_DATA/PG_VERSION" ]; then
+			say postgres "initialising cluster in $PG_DATA"
+			if ! as_pg "$bin/initdb" -D "$PG_DATA" -U postgres -E UTF8 --locale=C.UTF-8 \
+				--auth-local=trust --auth-host=scram-sha-256 >>"$PG_LOG" 2>&1; then
+				fail postgres "initdb failed" "$PG_LOG"
+			fi
+			echo "include_if_exists = 'orderflow.conf'" >>"$PG_DATA/postgresql.conf"
+		fi
+		require_free_port postgres "$PG_PORT"
+		pg_write_conf
+		say postgres "starting on 127.0.0.1:$PG_PORT"
+		if ! as_pg "$bin/pg_ctl" -D "$PG_DATA" -l "$PG_LOG" -w -t "$HEALTH_TIMEOUT" start >/dev/null 2>&1; then
+			fail postgres "did not start within ${HEALTH_TIMEOUT}s" "$PG_LOG"
+		fi
+	fi
+	wait_until "$HEALTH_TIMEOUT" "$bin/pg_isready" -q -h 127.0.0.1 -p "$PG_PORT" ||
+		fail postgres "not accepting connections on 127.0.0.1:$PG_PORT" "$PG_LOG"
+	pg_psql >>"$PG_LOG" 2>&1 <<'EOF' || fail postgres "could not create role and database orderflow" "$PG_LOG"
+SELECT 'CREATE ROLE orderflow LOGIN CREATEDB PASSWORD ''orderflow'''
+WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'orderflow') \gexec
+SELECT 'CREATE DATABASE orderflow OWNER orderflow'
+WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = 'orderflow') \gexec
+EOF
+	say postgres "healthy: postgres://orderflow:orderflow@127.0.0.1:$PG_PORT/orderflow"
+}
+
+pg_down() {
+	local bin
+	if pg_running; then
+		bin=$(pg_bindir)
+		as_pg "$bin/pg_ctl" -D "$PG_DATA" -m fast -w -t 60 stop >/dev/null 2>&1 ||
+			fail postgres "pg_ctl stop failed" "$PG_LOG"
+	fi
+	say postgres "stopped"
+}
+
+pg_status() {
+	if pg_running; then
+		say postgres "running  127.0.0.1:$PG_PORT  data $PG_DATA  log $PG_LOG"
+	else
+		say postgres "stopped  data $PG_DATA  log $PG_LOG"
+		return 1
+	fi
+}
+
+# ---------------------------------------------------------------- main
+
+SERVICES_ALL=(postgres)
+
+run() {
+	local cmd=$1 svc rc=0
+	shift
+	local svcs=("$@")
+	if [ "${#svcs[@]}" -eq 0 ]; then svcs=("${SERVICES_ALL[@]}"); fi
+	for svc in "${svcs[@]}"; do
+		case $svc in
+		postgres) ;;
+		*) echo "stack: unknown service '$svc' (known: ${SERVICES_ALL[*]})" >&2; exit 2 ;;
+		esac
+	done
+	mkdir -p "$DATA" "$LOGS"
+	case $cmd in
+	up)
+		for svc in "${svcs[@]}"; do
+			case $svc in postgres) pg_up ;; esac
+		done
+		;;
+	down)
+		# Reverse order: clients before the database.
+		for ((i = ${#svcs[@]} - 1; i >= 0; i--)); do
+			case ${svcs[$i]} in postgres) pg_down ;; esac
+		done
+		;;
+	status)
+		for svc in "${svcs[@]}"; do
+			case $svc in postgres) pg_status || rc=1 ;; esac
+		done
+		return "$rc"
+		;;
+	*)
+		echo "usage: $0 up|down|status [${SERVICES_ALL[*]}]" >&2
+		exit 2
+		;;
+	esac
+}
+
+run "${1:-}" "${@:2}"
