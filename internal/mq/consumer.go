@@ -1,0 +1,279 @@
+package mq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	rocketmq "github.com/apache/rocketmq-client-go/v2"
+	"github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+)
+
+// Handler processes one message. Returning nil acknowledges it; returning an
+// error asks the broker to deliver it again later. ctx is cancelled when the
+// consumer is stopped and its grace period has run out.
+type Handler func(ctx context.Context, m *primitive.MessageExt) error
+
+// ConsumerConfig configures NewConsumer.
+type ConsumerConfig struct {
+	// NameServer is the comma-separated list of name server host:port.
+	NameServer string
+	// Topic is the topic to subscribe to; every tag is consumed.
+	Topic string
+	// Group is the consumer group. A new group starts at the first offset.
+	Group string
+	// Goroutines is the number of callbacks the client runs at once (default 16).
+	Goroutines int
+	// BatchSize is the number of messages handed to one callback (default 1).
+	// The messages of a batch are handled in order; if one fails, the whole
+	// batch is delivered again (handling must be idempotent, as it must be
+	// anyway under at-least-once delivery).
+	BatchSize int
+	// MaxReconsumeTimes is how many times a failed message is delivered again
+	// before the broker moves it to the group's %DLQ% topic (default 100000).
+	// It is high on purpose: a long outage of a downstream service must not
+	// move messages out of reach.
+	MaxReconsumeTimes int32
+	// MaxRetryDelayLevel caps the broker's redelivery delay level of a failed
+	// message (default 5, one minute, with the broker's default levels
+	// "1s 5s 10s 30s 1m 2m ..."). The first retry uses level 3 (10s) and each
+	// further one the next level, up to this cap.
+	MaxRetryDelayLevel int
+	// Instance is the client instance name; empty for a unique one.
+	Instance string
+}
+
+// Consumer is a RocketMQ push consumer that knows which of its callbacks are
+// running, so that Stop can wait for them before shutting the client down.
+type Consumer struct {
+	cfg     ConsumerConfig
+	pc      rocketmq.PushConsumer
+	handler Handler
+
+	// work is the context of every handler; cancelled when Stop gives up.
+	work       context.Context
+	cancelWork context.CancelFunc
+
+	mu       sync.Mutex
+	stopping bool
+	inFlight int
+	idle     chan struct{}
+
+	started  atomic.Bool
+	rejected atomic.Int64
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// NewConsumer creates a push consumer for cfg that hands each message to h.
+// Call Start to begin consuming.
+func NewConsumer(cfg ConsumerConfig, h Handler) (*Consumer, error) {
+	if h == nil {
+		return nil, errors.New("mq: consumer needs a handler")
+	}
+	if cfg.Topic == "" || cfg.Group == "" {
+		return nil, fmt.Errorf("mq: consumer needs a topic and a group (topic %q, group %q)", cfg.Topic, cfg.Group)
+	}
+	addrs, err := nameServers(cfg.NameServer)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Goroutines <= 0 {
+		cfg.Goroutines = 16
+	}
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = 1
+	}
+	if cfg.MaxReconsumeTimes <= 0 {
+		cfg.MaxReconsumeTimes = 100000
+	}
+	if cfg.MaxRetryDelayLevel <= 0 {
+		cfg.MaxRetryDelayLevel = 5
+	}
+	if cfg.Instance == "" {
+		cfg.Instance = instanceName("consumer")
+	}
+	quietDefault()
+	pc, err := rocketmq.NewPushConsumer(
+		consumer.WithNsResolver(resolver(addrs)),
+		consumer.WithGroupName(cfg.Group),
+		consumer.WithInstance(cfg.Instance),
+		consumer.WithConsumerModel(consumer.Clustering),
+		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
+		consumer.WithConsumeGoroutineNums(cfg.Goroutines),
+		consumer.WithConsumeMessageBatchMaxSize(cfg.BatchSize),
+		consumer.WithMaxReconsumeTimes(cfg.MaxReconsumeTimes),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("mq: create consumer for group %s: %w", cfg.Group, err)
+	}
+	work, cancel := context.WithCancel(context.Background())
+	c := &Consumer{cfg: cfg, pc: pc, handler: h, work: work, cancelWork: cancel}
+	sel := consumer.MessageSelector{Type: consumer.TAG, Expression: "*"}
+	if err := pc.Subscribe(cfg.Topic, sel, c.consume); err != nil {
+		cancel()
+		return nil, fmt.Errorf("mq: subscribe group %s to %s: %w", cfg.Group, cfg.Topic, err)
+	}
+	return c, nil
+}
+
+// Start begins consuming. It fails when the topic does not exist or the name
+// server cannot be reached.
+func (c *Consumer) Start() error {
+	if err := c.pc.Start(); err != nil {
+		return fmt.Errorf("mq: start consumer group %s on %s (name server %s): %w",
+			c.cfg.Group, c.cfg.Topic, c.cfg.NameServer, err)
+	}
+	c.started.Store(true)
+	return nil
+}
+
+// Started reports whether the consumer has started and not yet been stopped.
+func (c *Consumer) Started() bool {
+	if !c.started.Load() {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.stopping
+}
+
+// InFlight returns the number of callbacks running now.
+func (c *Consumer) InFlight() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.inFlight
+}
+
+// Rejected returns how many messages were handed back unprocessed because
+// the consumer was stopping.
+func (c *Consumer) Rejected() int64 { return c.rejected.Load() }
+
+// Lag returns, per topic, how many messages of the queues this instance
+// holds are stored but not yet consumed, as far as the client knows (it
+// learns the queue ends from its pulls). Topics without a known figure are
+// absent.
+func (c *Consumer) Lag() map[string]int64 { return c.pc.GetOffsetDiffMap() }
+
+// enter registers a callback; false when the consumer is stopping.
+func (c *Consumer) enter() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopping {
+		return false
+	}
+	c.inFlight++
+	return true
+}
+
+func (c *Consumer) leave() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.inFlight--
+	if c.inFlight == 0 && c.idle != nil {
+		close(c.idle)
+		c.idle = nil
+	}
+}
+
+// consume is the callback given to the client.
+func (c *Consumer) consume(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+	if len(msgs) == 0 {
+		return consumer.ConsumeSuccess, nil
+	}
+	if !c.enter() {
+		// Stopping: hand the messages back untouched, to come again soon.
+		c.rejected.Add(int64(len(msgs)))
+		c.setRetryDelay(ctx, 1)
+		return consumer.ConsumeRetryLater, nil
+	}
+	defer c.leave()
+	for _, m := range msgs {
+		if err := c.safeHandle(m); err != nil {
+			c.setRetryDelay(ctx, c.retryDelayLevel(msgs))
+			return consumer.ConsumeRetryLater, nil
+		}
+	}
+	return consumer.ConsumeSuccess, nil
+}
+
+// safeHandle runs the handler and turns a panic into an error, so that a bug
+// never acknowledges a message nor ends the process.
+func (c *Consumer) safeHandle(m *primitive.MessageExt) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("mq: handler panicked on message %s: %v", m.MsgId, r)
+		}
+	}()
+	return c.handler(c.work, m)
+}
+
+// retryDelayLevel is the broker delay level for the next delivery of msgs:
+// 3 (10s) for a first failure, one level more per earlier redelivery, capped.
+func (c *Consumer) retryDelayLevel(msgs []*primitive.MessageExt) int {
+	var times int32
+	for _, m := range msgs {
+		times = max(times, m.ReconsumeTimes)
+	}
+	level := 3 + int(times)
+	return max(1, min(level, c.cfg.MaxRetryDelayLevel))
+}
+
+func (c *Consumer) setRetryDelay(ctx context.Context, level int) {
+	if cc, ok := primitive.GetConcurrentlyCtx(ctx); ok && cc != nil {
+		cc.DelayLevelWhenNextConsume = level
+	}
+}
+
+// settle is how long Stop waits after the last callback returned before it
+// shuts the client down, so that the client records the results of the last
+// callbacks in its offsets before it persists them.
+const settle = 300 * time.Millisecond
+
+// Stop stops the consumer gracefully: new callbacks hand their messages back
+// unprocessed at once, running ones are waited for until ctx is done (then
+// their context is cancelled and they get a moment to return), and finally
+// the client is shut down, which persists the consumed offsets. Messages not
+// acknowledged are delivered again, to this group, later. Stop is idempotent.
+func (c *Consumer) Stop(ctx context.Context) error {
+	c.stopOnce.Do(func() {
+		c.mu.Lock()
+		c.stopping = true
+		idle := make(chan struct{})
+		if c.inFlight == 0 {
+			close(idle)
+		} else {
+			c.idle = idle
+		}
+		c.mu.Unlock()
+
+		var waitErr error
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			c.cancelWork()
+			select {
+			case <-idle:
+			case <-time.After(5 * time.Second):
+				waitErr = fmt.Errorf("mq: %d callbacks still running at shutdown: %w", c.InFlight(), ctx.Err())
+			}
+		}
+		c.cancelWork()
+		if !c.started.Load() {
+			// The client cannot shut down what it never started.
+			c.stopErr = waitErr
+			return
+		}
+		time.Sleep(settle)
+		if err := c.pc.Shutdown(); err != nil {
+			c.stopErr = errors.Join(waitErr, fmt.Errorf("mq: shut consumer down: %w", err))
+			return
+		}
+		c.stopErr = waitErr
+	})
+	return c.stopErr
+}

@@ -1,0 +1,163 @@
+package mq
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	rocketmq "github.com/apache/rocketmq-client-go/v2"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/producer"
+
+	"github.com/orderflow/orderflow/fsm"
+)
+
+// Message is one message to publish.
+type Message struct {
+	Topic string
+	Body  []byte
+	// Keys is the message key (the order ID, by the contract). Empty for none.
+	Keys string
+	// Tag is the message tag (the status, by the contract). Empty for none.
+	Tag string
+	// ShardingKey picks the queue (the order ID, by the contract), so that
+	// all events of one order share a queue. Empty for a random queue.
+	ShardingKey string
+}
+
+// EventMessage returns the message that carries e on topic as the contract
+// says: body e as JSON, keys and sharding key the order ID, tag the status.
+func EventMessage(topic string, e fsm.Event) (Message, error) {
+	body, err := json.Marshal(e)
+	if err != nil {
+		return Message{}, fmt.Errorf("mq: encode event %s: %w", e.Key(), err)
+	}
+	return Message{Topic: topic, Body: body, Keys: e.OrderID, Tag: string(e.Status), ShardingKey: e.OrderID}, nil
+}
+
+// Receipt says where the broker stored a published message.
+type Receipt struct {
+	MessageID   string
+	QueueID     int
+	QueueOffset int64
+}
+
+// Producer publishes messages to RocketMQ with the hash queue selector.
+// It is safe for concurrent use.
+type Producer struct {
+	p rocketmq.Producer
+}
+
+type producerConfig struct {
+	group       string
+	retries     int
+	sendTimeout time.Duration
+}
+
+// ProducerOption configures NewProducer.
+type ProducerOption func(*producerConfig)
+
+// WithProducerGroup sets the producer group (default "orderflow-producer").
+func WithProducerGroup(group string) ProducerOption {
+	return func(c *producerConfig) { c.group = group }
+}
+
+// WithSendRetries sets how many times a failed send is retried by the client
+// (default 3). A retry may store the message twice; consumers deduplicate.
+func WithSendRetries(n int) ProducerOption {
+	return func(c *producerConfig) { c.retries = n }
+}
+
+// WithSendTimeout sets the timeout of one send attempt (default 5s).
+func WithSendTimeout(d time.Duration) ProducerOption {
+	return func(c *producerConfig) { c.sendTimeout = d }
+}
+
+// NewProducer creates and starts a producer that talks to the name servers
+// in namesrv (comma-separated host:port list).
+func NewProducer(namesrv string, opts ...ProducerOption) (*Producer, error) {
+	addrs, err := nameServers(namesrv)
+	if err != nil {
+		return nil, err
+	}
+	cfg := producerConfig{group: "orderflow-producer", retries: 3, sendTimeout: 5 * time.Second}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	quietDefault()
+	p, err := rocketmq.NewProducer(
+		producer.WithNsResolver(resolver(addrs)),
+		producer.WithGroupName(cfg.group),
+		producer.WithInstanceName(instanceName("producer")),
+		producer.WithQueueSelector(producer.NewHashQueueSelector()),
+		producer.WithRetry(cfg.retries),
+		producer.WithSendMsgTimeout(cfg.sendTimeout),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("mq: create producer: %w", err)
+	}
+	if err := p.Start(); err != nil {
+		return nil, fmt.Errorf("mq: start producer (name server %s): %w", namesrv, err)
+	}
+	return &Producer{p: p}, nil
+}
+
+// ErrNotStored is wrapped when the broker answered a send with a status other
+// than SEND_OK (for example a flush timeout): the message may or may not be
+// stored, so the caller should treat it as failed and send again.
+var ErrNotStored = errors.New("mq: broker did not confirm the message as stored")
+
+// Publish sends m synchronously and returns where the broker stored it.
+func (p *Producer) Publish(ctx context.Context, m Message) (Receipt, error) {
+	if m.Topic == "" {
+		return Receipt{}, errors.New("mq: publish: topic is empty")
+	}
+	msg := primitive.NewMessage(m.Topic, m.Body)
+	if m.Keys != "" {
+		msg.WithKeys([]string{m.Keys})
+	}
+	if m.Tag != "" {
+		msg.WithTag(m.Tag)
+	}
+	if m.ShardingKey != "" {
+		msg.WithShardingKey(m.ShardingKey)
+	}
+	res, err := p.p.SendSync(ctx, msg)
+	if err != nil {
+		return Receipt{}, fmt.Errorf("mq: publish to %s: %w", m.Topic, err)
+	}
+	if res.Status != primitive.SendOK {
+		return Receipt{}, fmt.Errorf("mq: publish to %s: status %d: %w", m.Topic, res.Status, ErrNotStored)
+	}
+	r := Receipt{MessageID: res.MsgID, QueueOffset: res.QueueOffset}
+	if res.MessageQueue != nil {
+		r.QueueID = res.MessageQueue.QueueId
+	}
+	return r, nil
+}
+
+// PublishEvent sends e on topic with the keys, tag and sharding key of the
+// message contract.
+func (p *Producer) PublishEvent(ctx context.Context, topic string, e fsm.Event) (Receipt, error) {
+	m, err := EventMessage(topic, e)
+	if err != nil {
+		return Receipt{}, err
+	}
+	return p.Publish(ctx, m)
+}
+
+// PublishRaw sends body as it is, for messages that do not (or need not)
+// follow the contract, such as deliberately malformed test input.
+func (p *Producer) PublishRaw(ctx context.Context, topic string, body []byte, keys, tag, shardingKey string) (Receipt, error) {
+	return p.Publish(ctx, Message{Topic: topic, Body: body, Keys: keys, Tag: tag, ShardingKey: shardingKey})
+}
+
+// Close shuts the producer down.
+func (p *Producer) Close() error {
+	if err := p.p.Shutdown(); err != nil {
+		return fmt.Errorf("mq: shut producer down: %w", err)
+	}
+	return nil
+}
