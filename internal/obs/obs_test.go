@@ -1,0 +1,123 @@
+package obs
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+func TestParseLevel(t *testing.T) {
+	for in, want := range map[string]slog.Level{"": slog.LevelInfo, "DEBUG": slog.LevelDebug, "warn": slog.LevelWarn, "error": slog.LevelError} {
+		got, err := ParseLevel(in)
+		if err != nil || got != want {
+			t.Errorf("ParseLevel(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	if _, err := ParseLevel("loud"); err == nil || !strings.Contains(err.Error(), "loud") {
+		t.Errorf("ParseLevel(loud) error = %v, want one naming the level", err)
+	}
+}
+
+func TestLoggerWritesJSON(t *testing.T) {
+	var buf bytes.Buffer
+	NewLogger(&buf, slog.LevelInfo, "worker").Info("hello", "n", 3)
+	var rec map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &rec); err != nil {
+		t.Fatalf("log line is not JSON: %q: %v", buf.String(), err)
+	}
+	if rec["msg"] != "hello" || rec["service"] != "worker" || rec["n"] != float64(3) {
+		t.Errorf("record = %v", rec)
+	}
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestServerEndpoints(t *testing.T) {
+	m, err := NewMetrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "orderflow_test_total", Help: "test"})
+	m.Registry.MustRegister(c)
+	c.Add(7)
+	m.SDKHandler.Counter("temporal_test_counter").Inc(2)
+
+	failing := true
+	logger := NewLogger(io.Discard, slog.LevelInfo, "test")
+	s, err := NewServer("127.0.0.1:0", m.Registry, logger,
+		Check{Name: "always", Check: func(context.Context) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.AddCheck(Check{Name: "flaky", Check: func(context.Context) error {
+		if failing {
+			return errors.New("down")
+		}
+		return nil
+	}})
+	s.Start()
+	base := "http://" + s.Addr()
+
+	if code, body := get(t, base+"/healthz"); code != 200 || body != "ok\n" {
+		t.Errorf("/healthz = %d %q", code, body)
+	}
+	code, body := get(t, base+"/readyz")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, `"name":"flaky","ok":false,"error":"down"`) {
+		t.Errorf("/readyz with a failing check = %d %s", code, body)
+	}
+	failing = false
+	if code, body := get(t, base+"/readyz"); code != 200 || !strings.Contains(body, `"ready":true`) {
+		t.Errorf("/readyz with passing checks = %d %s", code, body)
+	}
+
+	// The SDK scope flushes once a second.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, body = get(t, base+"/metrics")
+		if strings.Contains(body, "orderflow_test_total 7") && strings.Contains(body, "temporal_test_counter") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics lacks the project or SDK counter:\n%s", body)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !strings.Contains(body, "go_goroutines") {
+		t.Error("/metrics lacks the Go runtime collector")
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if _, err := http.Get(base + "/healthz"); err == nil {
+		t.Error("server still answers after Shutdown")
+	}
+}
+
+func TestNewServerBadAddress(t *testing.T) {
+	_, err := NewServer("256.0.0.1:bad", prometheus.NewRegistry(), NewLogger(io.Discard, slog.LevelInfo, "t"))
+	if err == nil {
+		t.Fatal("NewServer on a bad address succeeded")
+	}
+}
