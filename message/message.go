@@ -1,0 +1,270 @@
+// Package message decodes and validates the body of an ORDER_EVENTS message
+// against the message contract of DESIGN.md, and explains every rejection
+// with a short, stable reason.
+//
+// Decoding is strict about the fields the contract defines and lenient about
+// the rest: a field of the wrong JSON type, a number that is not an integer or
+// does not fit in int64, or a time that is not RFC 3339 is rejected with a
+// reason naming the field, while fields the contract does not define are
+// ignored, so that producers can add fields without breaking older bridges.
+// A JSON null counts as an absent field.
+//
+// The message keys and tag are routing hints; the body is authoritative.
+// CheckEnvelope reports where they disagree so that the caller can log and
+// count it, but a disagreement never rejects a message.
+package message
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/orderflow/orderflow/fsm"
+)
+
+// MaxBodySize is the largest message body the contract accepts, in bytes.
+const MaxBodySize = 64 * 1024
+
+// Rejection kinds: the first word of every reason, stable, and usable as a
+// metrics label.
+const (
+	// KindOversize: the body is larger than MaxBodySize.
+	KindOversize = "oversize"
+	// KindMalformedJSON: the body is empty or is not valid JSON.
+	KindMalformedJSON = "malformed_json"
+	// KindNotObject: the body is valid JSON but not an object.
+	KindNotObject = "not_object"
+	// KindMissingField: a required field is absent or null.
+	KindMissingField = "missing_field"
+	// KindInvalidField: a field has the wrong type or breaks a rule of the
+	// contract.
+	KindInvalidField = "invalid_field"
+)
+
+// Kinds lists every rejection kind.
+var Kinds = []string{KindOversize, KindMalformedJSON, KindNotObject, KindMissingField, KindInvalidField}
+
+// ErrRejected is wrapped by every *Rejection.
+var ErrRejected = errors.New("message rejected")
+
+// maxReasonLen bounds a reason, which may quote a field's value.
+const maxReasonLen = 512
+
+// Rejection explains why a message body breaks the contract.
+type Rejection struct {
+	// Kind is one of the Kind constants.
+	Kind string
+	// Field is the offending field, or empty when the body as a whole is bad.
+	Field string
+	// Reason is the full explanation, "kind: detail" or "kind: field: detail",
+	// at most 512 bytes of valid UTF-8 without NUL bytes, fit to store as text.
+	Reason string
+	// Err is the underlying error, if any.
+	Err error
+}
+
+// Error returns "message rejected: " followed by the reason.
+func (r *Rejection) Error() string { return "message rejected: " + r.Reason }
+
+// Unwrap lets errors.Is match ErrRejected and the underlying error.
+func (r *Rejection) Unwrap() []error {
+	if r.Err == nil {
+		return []error{ErrRejected}
+	}
+	return []error{ErrRejected, r.Err}
+}
+
+func reject(kind, field, detail string, err error) *Rejection {
+	reason := kind + ": "
+	if field != "" {
+		reason += field + ": "
+	}
+	return &Rejection{Kind: kind, Field: field, Reason: Sanitize(reason+detail, maxReasonLen), Err: err}
+}
+
+// Sanitize makes s safe to store as PostgreSQL text: invalid UTF-8 becomes
+// U+FFFD, NUL bytes are dropped, and the result is cut to at most n bytes on a
+// character boundary (n <= 0 for no limit).
+func Sanitize(s string, n int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.ReplaceAll(s, "\x00", "")
+	if n > 0 && len(s) > n {
+		cut := n
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut]
+	}
+	return s
+}
+
+// Decode checks the size of body, decodes it as an event and validates it
+// against the contract. Every error it returns is a *Rejection.
+func Decode(body []byte) (fsm.Event, error) {
+	var e fsm.Event
+	if len(body) > MaxBodySize {
+		return e, reject(KindOversize, "", fmt.Sprintf("%d bytes > %d", len(body), MaxBodySize), nil)
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return e, reject(KindMalformedJSON, "", "empty body", nil)
+	}
+	if !utf8.Valid(body) {
+		return e, reject(KindMalformedJSON, "", "body is not valid UTF-8", nil)
+	}
+	var raw any
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return e, reject(KindMalformedJSON, "", err.Error(), err)
+	}
+	if _, ok := raw.(map[string]any); !ok {
+		return e, reject(KindNotObject, "", "body is a JSON "+jsonType(raw)+", want an object", nil)
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		return e, reject(KindMalformedJSON, "", err.Error(), err)
+	}
+	d := decoder{fields: fields}
+	e.EventID = d.str("event_id", true)
+	e.OrderID = d.str("order_id", true)
+	e.UserID = d.int("user_id", true)
+	e.Status = fsm.Status(d.str("status", true))
+	e.Version = d.int("version", true)
+	e.AmountCents = d.int("amount_cents", true)
+	e.OccurredAt = d.time("occurred_at", true)
+	e.ProducerID = d.str("producer_id", false)
+	e.Seq = d.int("seq", false)
+	if d.err != nil {
+		return fsm.Event{}, d.err
+	}
+	if err := e.Validate(); err != nil {
+		var ve *fsm.ValidationError
+		if errors.As(err, &ve) {
+			return fsm.Event{}, reject(KindInvalidField, ve.Field, ve.Reason, err)
+		}
+		return fsm.Event{}, reject(KindInvalidField, "", err.Error(), err)
+	}
+	return e, nil
+}
+
+// decoder reads the contract's fields, keeping the first error.
+type decoder struct {
+	fields map[string]json.RawMessage
+	err    *Rejection
+}
+
+// value returns the raw value of a field, or nil when absent or null (and
+// then records a missing_field rejection if required).
+func (d *decoder) value(name string, required bool) json.RawMessage {
+	if d.err != nil {
+		return nil
+	}
+	v, ok := d.fields[name]
+	if ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+		return bytes.TrimSpace(v)
+	}
+	if required {
+		d.err = reject(KindMissingField, name, "is required", nil)
+	}
+	return nil
+}
+
+func (d *decoder) str(name string, required bool) string {
+	v := d.value(name, required)
+	if v == nil {
+		return ""
+	}
+	var s string
+	if v[0] != '"' || json.Unmarshal(v, &s) != nil {
+		d.err = reject(KindInvalidField, name, "must be a string", nil)
+		return ""
+	}
+	if strings.ContainsRune(s, 0) {
+		// PostgreSQL text cannot hold NUL; such an event could never be stored.
+		d.err = reject(KindInvalidField, name, "must not contain NUL characters", nil)
+		return ""
+	}
+	return s
+}
+
+func (d *decoder) int(name string, required bool) int64 {
+	v := d.value(name, required)
+	if v == nil {
+		return 0
+	}
+	if v[0] != '-' && (v[0] < '0' || v[0] > '9') {
+		d.err = reject(KindInvalidField, name, "must be an integer", nil)
+		return 0
+	}
+	n, err := strconv.ParseInt(string(v), 10, 64)
+	if err != nil {
+		if errors.Is(err, strconv.ErrRange) {
+			d.err = reject(KindInvalidField, name, "must be an integer within int64 range", err)
+		} else {
+			d.err = reject(KindInvalidField, name, "must be an integer", err)
+		}
+		return 0
+	}
+	return n
+}
+
+func (d *decoder) time(name string, required bool) time.Time {
+	s := d.str(name, required)
+	if d.err != nil || s == "" && !required {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		d.err = reject(KindInvalidField, name, "must be an RFC 3339 time", err)
+		return time.Time{}
+	}
+	return t
+}
+
+func jsonType(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "boolean"
+	case float64:
+		return "number"
+	case string:
+		return "string"
+	case []any:
+		return "array"
+	default:
+		return "value"
+	}
+}
+
+// Envelope mismatches reported by CheckEnvelope.
+const (
+	MismatchKeys = "keys"
+	MismatchTag  = "tag"
+)
+
+// CheckEnvelope compares a message's keys and tag with its decoded body and
+// returns which of them disagree (MismatchKeys when no key equals the order
+// ID, MismatchTag when the tag is not the status), or nil when both agree.
+// The body is authoritative: callers log and count a mismatch and go on.
+func CheckEnvelope(e fsm.Event, keys, tag string) []string {
+	var out []string
+	found := false
+	for _, k := range strings.Fields(keys) {
+		if k == e.OrderID {
+			found = true
+			break
+		}
+	}
+	if !found {
+		out = append(out, MismatchKeys)
+	}
+	if tag != string(e.Status) {
+		out = append(out, MismatchTag)
+	}
+	return out
+}

@@ -1,0 +1,194 @@
+package message
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/orderflow/orderflow/fsm"
+)
+
+const validBody = `{"event_id":"e-1","order_id":"o-1","user_id":7,"status":"PAID","version":2,` +
+	`"amount_cents":12345,"occurred_at":"2025-03-01T10:00:00.123456Z","producer_id":"p1","seq":9}`
+
+func TestDecodeValid(t *testing.T) {
+	e, err := Decode([]byte(validBody))
+	if err != nil {
+		t.Fatalf("Decode: %v", err)
+	}
+	want := fsm.Event{
+		EventID: "e-1", OrderID: "o-1", UserID: 7, Status: fsm.Paid, Version: 2, AmountCents: 12345,
+		OccurredAt: time.Date(2025, 3, 1, 10, 0, 0, 123456000, time.UTC), ProducerID: "p1", Seq: 9,
+	}
+	if !e.OccurredAt.Equal(want.OccurredAt) {
+		t.Fatalf("occurred_at = %v, want %v", e.OccurredAt, want.OccurredAt)
+	}
+	e.OccurredAt = want.OccurredAt
+	if e != want {
+		t.Fatalf("Decode = %+v, want %+v", e, want)
+	}
+}
+
+func TestDecodeIgnoresUnknownFieldsAndOptionalNulls(t *testing.T) {
+	body := `{"event_id":"e","order_id":"o","user_id":1,"status":"CREATED","version":1,"amount_cents":0,` +
+		`"occurred_at":"2025-03-01T10:00:00+08:00","future":{"nested":[1,2,3]},"producer_id":null,"seq":null}`
+	e, err := Decode([]byte(body))
+	if err != nil {
+		t.Fatalf("Decode: %v", err)
+	}
+	if e.ProducerID != "" || e.Seq != 0 || e.AmountCents != 0 || e.Status != fsm.Created {
+		t.Fatalf("Decode = %+v", e)
+	}
+	if got := e.OccurredAt.UTC().Hour(); got != 2 {
+		t.Fatalf("occurred_at hour in UTC = %d, want 2", got)
+	}
+}
+
+// withField returns validBody with one field replaced by the raw JSON value
+// (or removed when value is empty).
+func withField(t *testing.T, field, value string) string {
+	t.Helper()
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(validBody), &m); err != nil {
+		t.Fatal(err)
+	}
+	if value == "" {
+		delete(m, field)
+	} else {
+		m[field] = json.RawMessage(value)
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestDecodeRejections(t *testing.T) {
+	cases := []struct {
+		name, body, kind, field, reason string
+	}{
+		{"oversize", `{"pad":"` + strings.Repeat("x", MaxBodySize) + `"}`, KindOversize, "",
+			"oversize: 65546 bytes > 65536"},
+		{"empty", "", KindMalformedJSON, "", "malformed_json: empty body"},
+		{"blank", " \n\t", KindMalformedJSON, "", "malformed_json: empty body"},
+		{"truncated", `{"event_id":"e"`, KindMalformedJSON, "", "malformed_json: unexpected end of JSON input"},
+		{"trailing garbage", validBody + "x", KindMalformedJSON, "", "malformed_json: invalid character 'x' after top-level value"},
+		{"invalid utf8", "{\"event_id\":\"\xff\"}", KindMalformedJSON, "", "malformed_json: body is not valid UTF-8"},
+		{"array", `[1,2]`, KindNotObject, "", "not_object: body is a JSON array, want an object"},
+		{"string", `"hi"`, KindNotObject, "", "not_object: body is a JSON string, want an object"},
+		{"null", `null`, KindNotObject, "", "not_object: body is a JSON null, want an object"},
+		{"missing event_id", withField(t, "event_id", ""), KindMissingField, "event_id", "missing_field: event_id: is required"},
+		{"missing amount", withField(t, "amount_cents", ""), KindMissingField, "amount_cents", "missing_field: amount_cents: is required"},
+		{"null version", withField(t, "version", "null"), KindMissingField, "version", "missing_field: version: is required"},
+		{"missing occurred_at", withField(t, "occurred_at", ""), KindMissingField, "occurred_at", "missing_field: occurred_at: is required"},
+		{"user_id string", withField(t, "user_id", `"7"`), KindInvalidField, "user_id", "invalid_field: user_id: must be an integer"},
+		{"user_id float", withField(t, "user_id", `7.5`), KindInvalidField, "user_id", "invalid_field: user_id: must be an integer"},
+		{"user_id exponent", withField(t, "user_id", `1e3`), KindInvalidField, "user_id", "invalid_field: user_id: must be an integer"},
+		{"version huge", withField(t, "version", `92233720368547758070`), KindInvalidField, "version",
+			"invalid_field: version: must be an integer within int64 range"},
+		{"seq bool", withField(t, "seq", `true`), KindInvalidField, "seq", "invalid_field: seq: must be an integer"},
+		{"order_id number", withField(t, "order_id", `12`), KindInvalidField, "order_id", "invalid_field: order_id: must be a string"},
+		{"status object", withField(t, "status", `{"s":"PAID"}`), KindInvalidField, "status", "invalid_field: status: must be a string"},
+		{"event_id NUL", withField(t, "event_id", `"a\u0000b"`), KindInvalidField, "event_id", "invalid_field: event_id: must not contain NUL characters"},
+		{"occurred_at not rfc3339", withField(t, "occurred_at", `"2025-03-01 10:00:00"`), KindInvalidField, "occurred_at",
+			"invalid_field: occurred_at: must be an RFC 3339 time"},
+		{"occurred_at empty", withField(t, "occurred_at", `""`), KindInvalidField, "occurred_at",
+			"invalid_field: occurred_at: must be an RFC 3339 time"},
+		{"occurred_at zero", withField(t, "occurred_at", `"0001-01-01T00:00:00Z"`), KindInvalidField, "occurred_at",
+			"invalid_field: occurred_at: is required"},
+		{"bad status", withField(t, "status", `"REFUNDED"`), KindInvalidField, "status",
+			`invalid_field: status: "REFUNDED" is not a lifecycle state`},
+		{"empty event_id", withField(t, "event_id", `""`), KindInvalidField, "event_id", "invalid_field: event_id: is required"},
+		{"bad order_id", withField(t, "order_id", `"o/1"`), KindInvalidField, "order_id",
+			"invalid_field: order_id: must be 1-64 characters of [A-Za-z0-9_.:-]"},
+		{"user_id zero", withField(t, "user_id", `0`), KindInvalidField, "user_id", "invalid_field: user_id: must be > 0"},
+		{"version zero", withField(t, "version", `0`), KindInvalidField, "version", "invalid_field: version: must be >= 1"},
+		{"negative amount", withField(t, "amount_cents", `-1`), KindInvalidField, "amount_cents", "invalid_field: amount_cents: must be >= 0"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e, err := Decode([]byte(c.body))
+			if err == nil {
+				t.Fatalf("Decode accepted %q as %+v", c.body, e)
+			}
+			var r *Rejection
+			if !errors.As(err, &r) || !errors.Is(err, ErrRejected) {
+				t.Fatalf("error %v (%T) is not a *Rejection wrapping ErrRejected", err, err)
+			}
+			if r.Kind != c.kind || r.Field != c.field || r.Reason != c.reason {
+				t.Fatalf("rejection = {kind %q field %q reason %q}, want {%q %q %q}", r.Kind, r.Field, r.Reason, c.kind, c.field, c.reason)
+			}
+			if e != (fsm.Event{}) {
+				t.Fatalf("rejected decode returned a non-zero event %+v", e)
+			}
+		})
+	}
+}
+
+func TestDecodeAcceptsExactlyMaxBodySize(t *testing.T) {
+	body := []byte(validBody)
+	pad := MaxBodySize - len(body) - len(`,"pad":""`)
+	b := strings.TrimSuffix(validBody, "}") + `,"pad":"` + strings.Repeat("x", pad) + `"}`
+	if len(b) != MaxBodySize {
+		t.Fatalf("test body is %d bytes", len(b))
+	}
+	if _, err := Decode([]byte(b)); err != nil {
+		t.Fatalf("Decode of a %d-byte body: %v", len(b), err)
+	}
+	if _, err := Decode([]byte(b + " ")); err == nil || !strings.HasPrefix(err.(*Rejection).Reason, KindOversize) {
+		t.Fatalf("Decode of a %d-byte body: %v, want oversize", len(b)+1, err)
+	}
+}
+
+func TestLongReasonIsBoundedAndValidUTF8(t *testing.T) {
+	status := strings.Repeat("é", 2000)
+	_, err := Decode([]byte(withField(t, "status", `"`+status+`"`)))
+	var r *Rejection
+	if !errors.As(err, &r) {
+		t.Fatalf("Decode: %v", err)
+	}
+	if len(r.Reason) > maxReasonLen || !utf8.ValidString(r.Reason) || !strings.HasPrefix(r.Reason, "invalid_field: status: ") {
+		t.Fatalf("reason of %d bytes, valid UTF-8 %v: %.80q", len(r.Reason), utf8.ValidString(r.Reason), r.Reason)
+	}
+}
+
+func TestSanitize(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"plain", 0, "plain"},
+		{"a\x00b", 0, "ab"},
+		{"a\xffb", 0, "a\uFFFDb"},
+		{"ééé", 3, "é"},
+		{"abc", 2, "ab"},
+	} {
+		if got := Sanitize(c.in, c.n); got != c.want {
+			t.Errorf("Sanitize(%q, %d) = %q, want %q", c.in, c.n, got, c.want)
+		}
+	}
+}
+
+func TestCheckEnvelope(t *testing.T) {
+	e := fsm.Event{OrderID: "o-1", Status: fsm.Paid}
+	for _, c := range []struct {
+		keys, tag string
+		want      []string
+	}{
+		{"o-1", "PAID", nil},
+		{"x o-1", "PAID", nil},
+		{"", "PAID", []string{MismatchKeys}},
+		{"o-2", "SHIPPED", []string{MismatchKeys, MismatchTag}},
+		{"o-1", "", []string{MismatchTag}},
+	} {
+		got := CheckEnvelope(e, c.keys, c.tag)
+		if strings.Join(got, ",") != strings.Join(c.want, ",") {
+			t.Errorf("CheckEnvelope(keys %q, tag %q) = %v, want %v", c.keys, c.tag, got, c.want)
+		}
+	}
+}
