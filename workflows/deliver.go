@@ -1,0 +1,49 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/orderflow/orderflow/fsm"
+)
+
+// ErrDeliver is wrapped by every error Deliver returns for an event that
+// did not reach its workflow.
+var ErrDeliver = errors.New("deliver order event")
+
+// StartOptions returns the options with which the bridge signal-starts an
+// order's workflow: ID "order:{order_id}", the given task queue, an existing
+// run receives the signal (USE_EXISTING), and a closed one may be followed by
+// a fresh run (ALLOW_DUPLICATE), which rehydrates from PostgreSQL.
+func StartOptions(taskQueue, orderID string) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{
+		ID:                       WorkflowID(orderID),
+		TaskQueue:                taskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+	}
+}
+
+// Deliver hands one event to its order's workflow with SignalWithStart: it
+// signals the running workflow, or starts one (with params) and signals it.
+// When Deliver returns nil the signal is in the workflow's history, so the
+// caller may acknowledge the message. An invalid event is refused before
+// anything is sent (the error wraps fsm.ErrInvalidEvent).
+func Deliver(ctx context.Context, c client.Client, taskQueue string, params Params, e fsm.Event) error {
+	if err := e.Validate(); err != nil {
+		return fmt.Errorf("%w %s: %w", ErrDeliver, e.Key(), err)
+	}
+	if taskQueue == "" {
+		return fmt.Errorf("%w %s: empty task queue", ErrDeliver, e.Key())
+	}
+	_, err := c.SignalWithStartWorkflow(ctx, WorkflowID(e.OrderID), SignalEvent, e,
+		StartOptions(taskQueue, e.OrderID), WorkflowType, Input{Params: params})
+	if err != nil {
+		return fmt.Errorf("%w %s to %s: %w", ErrDeliver, e.Key(), WorkflowID(e.OrderID), err)
+	}
+	return nil
+}

@@ -1,0 +1,63 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/mocks"
+
+	"github.com/orderflow/orderflow/fsm"
+)
+
+func testEvent(orderID string, v int64, s fsm.Status) fsm.Event {
+	return fsm.Event{EventID: orderID + "-" + string(s), OrderID: orderID, UserID: 7, Status: s,
+		Version: v, AmountCents: 12345, OccurredAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC).Add(time.Duration(v) * time.Minute)}
+}
+
+func TestStartOptions(t *testing.T) {
+	o := StartOptions("q1", "A-1")
+	if o.ID != "order:A-1" || o.TaskQueue != "q1" ||
+		o.WorkflowIDConflictPolicy != enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING ||
+		o.WorkflowIDReusePolicy != enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE {
+		t.Errorf("StartOptions = %+v", o)
+	}
+}
+
+func TestDeliverSignalsWithStart(t *testing.T) {
+	c := &mocks.Client{}
+	e := testEvent("A-1", 2, fsm.Paid)
+	params := Params{GracePeriod: time.Second}
+	c.On("SignalWithStartWorkflow", mock.Anything, "order:A-1", SignalEvent, e,
+		StartOptions("q1", "A-1"), WorkflowType, Input{Params: params}).Return(nil, nil).Once()
+	if err := Deliver(context.Background(), c, "q1", params, e); err != nil {
+		t.Fatalf("Deliver: %v", err)
+	}
+	c.AssertExpectations(t)
+}
+
+func TestDeliverWrapsClientError(t *testing.T) {
+	c := &mocks.Client{}
+	boom := errors.New("frontend unavailable")
+	c.On("SignalWithStartWorkflow", mock.Anything, mock.Anything, mock.Anything, mock.Anything,
+		mock.Anything, mock.Anything, mock.Anything).Return(nil, boom)
+	err := Deliver(context.Background(), c, "q1", DefaultParams(), testEvent("A-1", 1, fsm.Created))
+	if !errors.Is(err, boom) || !errors.Is(err, ErrDeliver) {
+		t.Fatalf("Deliver error = %v, want it to wrap the client error and ErrDeliver", err)
+	}
+}
+
+func TestDeliverRefusesInvalidEvent(t *testing.T) {
+	c := &mocks.Client{} // any call would panic: nothing is expected
+	e := testEvent("A-1", 0, fsm.Created)
+	err := Deliver(context.Background(), c, "q1", DefaultParams(), e)
+	if !errors.Is(err, fsm.ErrInvalidEvent) {
+		t.Fatalf("Deliver error = %v, want fsm.ErrInvalidEvent", err)
+	}
+	if err := Deliver(context.Background(), c, "", DefaultParams(), testEvent("A-1", 1, fsm.Created)); err == nil {
+		t.Fatal("Deliver with an empty task queue succeeded")
+	}
+}

@@ -1,0 +1,129 @@
+package workflows
+
+import (
+	"time"
+
+	"github.com/orderflow/orderflow/fsm"
+)
+
+// Params tune OrderWorkflow. The bridge passes them when it starts a run; a
+// continued run inherits them.
+type Params struct {
+	// GracePeriod is how long a COMPLETED or CANCELLED order's workflow
+	// waits for late events before it completes.
+	GracePeriod time.Duration `json:"grace_period"`
+	// IdleTimeout is how long a non-terminal order's workflow waits without
+	// any event before it completes. A later event starts a fresh run,
+	// which rehydrates from PostgreSQL.
+	IdleTimeout time.Duration `json:"idle_timeout"`
+	// MaxEventsPerRun, when > 0, makes the workflow continue-as-new after
+	// handling that many signals in one run. With 0 it continues-as-new
+	// only when Temporal suggests it.
+	MaxEventsPerRun int `json:"max_events_per_run"`
+}
+
+// Defaults of Params.
+const (
+	DefaultGracePeriod = 5 * time.Minute
+	DefaultIdleTimeout = 24 * time.Hour
+)
+
+// DefaultParams returns the production defaults: a 5 minute grace period,
+// a 24 hour idle timeout and continue-as-new when Temporal suggests it.
+func DefaultParams() Params {
+	return Params{GracePeriod: DefaultGracePeriod, IdleTimeout: DefaultIdleTimeout}
+}
+
+// withDefaults replaces unset (zero or negative) durations by the defaults.
+func (p Params) withDefaults() Params {
+	if p.GracePeriod <= 0 {
+		p.GracePeriod = DefaultGracePeriod
+	}
+	if p.IdleTimeout <= 0 {
+		p.IdleTimeout = DefaultIdleTimeout
+	}
+	if p.MaxEventsPerRun < 0 {
+		p.MaxEventsPerRun = 0
+	}
+	return p
+}
+
+// Input is OrderWorkflow's argument.
+type Input struct {
+	Params Params `json:"params"`
+	// Carry is the state handed over by continue-as-new; nil for a fresh
+	// run, which rehydrates the order from PostgreSQL.
+	Carry *State `json:"carry,omitempty"`
+}
+
+// State is what OrderWorkflow knows about its order; the "state" query
+// returns it.
+type State struct {
+	OrderID string `json:"order_id"`
+	// Exists is false until the order has a row (an event was applied or
+	// the order was loaded).
+	Exists bool      `json:"exists"`
+	Order  fsm.Order `json:"order"`
+	// Recorded maps every business key version recorded in order_events
+	// to its content hash.
+	Recorded map[int64]string `json:"recorded"`
+	// Counts counts the signals handled per outcome since the workflow was
+	// first started (carried across continue-as-new, not across a fresh run
+	// after the workflow closed). Duplicates are those it skipped itself.
+	Counts map[fsm.Outcome]int64 `json:"counts"`
+	// Failed counts events that could not be applied because the input
+	// was invalid (a non-retryable activity failure or a signal that breaks
+	// the message contract).
+	Failed int64 `json:"failed"`
+	// Points is the order's net points: purchase points minus refunds.
+	Points int64 `json:"points"`
+	// Gaps counts events applied over at least one missing version.
+	Gaps int64 `json:"gaps"`
+	// Processed counts the signals handled in the current run.
+	Processed int `json:"processed"`
+	// Runs counts the runs of this chain: 1 for a fresh run, +1 for each
+	// continue-as-new.
+	Runs int `json:"runs"`
+	// LastEventAt is the workflow time of the last handled signal, and
+	// TerminalAt when the order was first seen COMPLETED or CANCELLED by
+	// this chain of runs (zero before).
+	LastEventAt time.Time `json:"last_event_at"`
+	TerminalAt  time.Time `json:"terminal_at"`
+}
+
+// Status is the order's status, or "" when it does not exist yet.
+func (s State) Status() fsm.Status {
+	if !s.Exists {
+		return ""
+	}
+	return s.Order.Status
+}
+
+// Count returns the number of handled signals with outcome o.
+func (s State) Count(o fsm.Outcome) int64 { return s.Counts[o] }
+
+// Result is OrderWorkflow's result when it completes.
+type Result struct {
+	State State `json:"state"`
+	// Reason says why the workflow completed: "grace-period" or
+	// "idle-timeout".
+	Reason string `json:"reason"`
+}
+
+// Completion reasons of Result.
+const (
+	ReasonGracePeriod = "grace-period"
+	ReasonIdleTimeout = "idle-timeout"
+)
+
+// netPoints is the order's purchase points minus any refund.
+func netPoints(o fsm.Order) int64 {
+	var p int64
+	if o.Purchased {
+		p += o.PurchasePoints
+	}
+	if o.Refunded {
+		p -= o.PurchasePoints
+	}
+	return p
+}
