@@ -1,0 +1,84 @@
+// Package migrations holds orderflow's PostgreSQL schema as plain SQL files,
+// embedded in the binary and applied with pressly/goose, so the worker, the
+// bridge and the tests migrate on start.
+//
+// Up is safe to call from several processes at once: goose holds a
+// PostgreSQL session-level advisory lock while it migrates, and whoever gets
+// it second finds nothing left to do.
+package migrations
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"embed"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"sort"
+
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+)
+
+// FS holds the migration files, named NNNNN_description.sql.
+//
+//go:embed *.sql
+var FS embed.FS
+
+// lockID is the advisory lock key goose holds while migrating orderflow's
+// schema ("orderflow" in ASCII, so it does not collide with goose's default).
+const lockID int64 = 0x6f72646572666c6f
+
+// Up applies every pending migration to db, a PostgreSQL database opened with
+// a database/sql driver (pgx stdlib). It is a no-op when the schema is
+// current.
+func Up(ctx context.Context, db *sql.DB) error {
+	locker, err := lock.NewPostgresSessionLocker(
+		lock.WithLockID(lockID),
+		// Poll every second for up to five minutes.
+		lock.WithLockTimeout(1, 300),
+	)
+	if err != nil {
+		return fmt.Errorf("migrations: session locker: %w", err)
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, db, FS,
+		goose.WithSessionLocker(locker),
+		goose.WithDisableGlobalRegistry(true),
+		goose.WithSlog(slog.Default().With("component", "migrations")),
+	)
+	if err != nil {
+		return fmt.Errorf("migrations: goose provider: %w", err)
+	}
+	results, err := p.Up(ctx)
+	if err != nil {
+		return fmt.Errorf("migrations: up: %w", err)
+	}
+	for _, r := range results {
+		slog.InfoContext(ctx, "migration applied",
+			"version", r.Source.Version, "file", r.Source.Path, "duration", r.Duration)
+	}
+	return nil
+}
+
+// Fingerprint is the hex SHA-256 of every migration file's name and content.
+// It changes whenever the schema does, so tests can key template databases
+// by it.
+func Fingerprint() (string, error) {
+	names, err := fs.Glob(FS, "*.sql")
+	if err != nil {
+		return "", fmt.Errorf("migrations: list files: %w", err)
+	}
+	sort.Strings(names)
+	h := sha256.New()
+	for _, n := range names {
+		b, err := FS.ReadFile(n)
+		if err != nil {
+			return "", fmt.Errorf("migrations: read %s: %w", n, err)
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", n, len(b))
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
