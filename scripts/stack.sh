@@ -27,7 +27,6 @@ NAMESRV_PORT=9876
 BROKER_PORT=10911
 
 TEMPORAL_VERSION=1.5.1
-ROCKETMQ_VERSION=5.3.4
 ORDER_TOPIC=ORDER_EVENTS
 ORDER_TOPIC_QUEUES=8
 
@@ -257,38 +256,269 @@ pg_status() {
 	fi
 }
 
+# ---------------------------------------------------------------- Temporal
+
+TEMPORAL_BIN=$CACHE/temporal-$TEMPORAL_VERSION/temporal
+TEMPORAL_DIR=$DATA/temporal
+TEMPORAL_PID=$TEMPORAL_DIR/temporal.pid
+TEMPORAL_LOG=$LOGS/temporal.log
+
+temporal_build() {
+	local log=$LOGS/temporal-build.log tmp
+	command -v go >/dev/null 2>&1 || fail temporal "go not found; install Go 1.26 to build the Temporal CLI"
+	say temporal "building CLI v$TEMPORAL_VERSION into $TEMPORAL_BIN (a few minutes, once per machine)"
+	mkdir -p "$CACHE"
+	tmp=$(mktemp -d "$CACHE/.temporal-build.XXXXXX")
+	if ! (cd "$tmp" && GOBIN=$tmp GOFLAGS=-mod=mod go install "github.com/temporalio/cli/cmd/temporal@v$TEMPORAL_VERSION") >"$log" 2>&1; then
+		rm -rf "$tmp"
+		fail temporal "building the Temporal CLI from the Go module proxy failed; check network access and GOPROXY, then run make up again" "$log"
+	fi
+	mkdir -p "$(dirname "$TEMPORAL_BIN")"
+	mv -f "$tmp/temporal" "$TEMPORAL_BIN"
+	rm -rf "$tmp"
+}
+
+temporal_running() { pid_alive "$TEMPORAL_PID" "start-dev"; }
+
+temporal_healthy() {
+	"$TEMPORAL_BIN" operator cluster health --address "127.0.0.1:$TEMPORAL_PORT" --command-timeout 5s 2>/dev/null | grep -q SERVING &&
+		"$TEMPORAL_BIN" operator search-attribute list --address "127.0.0.1:$TEMPORAL_PORT" --namespace default --command-timeout 5s 2>/dev/null | grep -q OrderStatus &&
+		port_open "$TEMPORAL_UI_PORT"
+}
+
+temporal_up() {
+	[ -x "$TEMPORAL_BIN" ] || temporal_build
+	mkdir -p "$TEMPORAL_DIR"
+	if temporal_running; then
+		say temporal "running (127.0.0.1:$TEMPORAL_PORT)"
+	else
+		require_free_port temporal "$TEMPORAL_PORT"
+		require_free_port temporal "$TEMPORAL_UI_PORT"
+		say temporal "starting on 127.0.0.1:$TEMPORAL_PORT, UI on 127.0.0.1:$TEMPORAL_UI_PORT"
+		echo "=== $(date -u +%FT%TZ) starting temporal server start-dev" >>"$TEMPORAL_LOG"
+		spawn "$TEMPORAL_PID" "$TEMPORAL_LOG" "$TEMPORAL_BIN" server start-dev \
+			--ip 127.0.0.1 --port "$TEMPORAL_PORT" --ui-port "$TEMPORAL_UI_PORT" \
+			--namespace default \
+			--db-filename "$TEMPORAL_DIR/temporal.db" \
+			--sqlite-pragma journal_mode=wal --sqlite-pragma synchronous=NORMAL \
+			--search-attribute OrderStatus=Keyword \
+			--log-level warn --color never
+	fi
+	if ! wait_until "$HEALTH_TIMEOUT" temporal_healthy; then
+		temporal_running || fail temporal "the server exited during startup" "$TEMPORAL_LOG"
+		fail temporal "not healthy within ${HEALTH_TIMEOUT}s (frontend 127.0.0.1:$TEMPORAL_PORT, search attribute OrderStatus, UI :$TEMPORAL_UI_PORT)" "$TEMPORAL_LOG"
+	fi
+	say temporal "healthy: 127.0.0.1:$TEMPORAL_PORT, UI http://127.0.0.1:$TEMPORAL_UI_PORT"
+}
+
+temporal_down() { stop_pid temporal "$TEMPORAL_PID" "start-dev"; }
+
+temporal_status() {
+	if temporal_running; then
+		say temporal "running  127.0.0.1:$TEMPORAL_PORT  UI http://127.0.0.1:$TEMPORAL_UI_PORT  pid $(cat "$TEMPORAL_PID")  log $TEMPORAL_LOG"
+	else
+		say temporal "stopped  log $TEMPORAL_LOG"
+		return 1
+	fi
+}
+
+# ---------------------------------------------------------------- RocketMQ
+
+ROCKETMQ_POM=$ROOT/deploy/rocketmq/pom.xml
+ROCKETMQ_VERSION=$(sed -n 's:.*<rocketmq.version>\(.*\)</rocketmq.version>.*:\1:p' "$ROCKETMQ_POM")
+ROCKETMQ_HOME_DIR=$CACHE/rocketmq-$ROCKETMQ_VERSION
+ROCKETMQ_DIR=$DATA/rocketmq
+NAMESRV_PID=$ROCKETMQ_DIR/namesrv.pid
+BROKER_PID=$ROCKETMQ_DIR/broker.pid
+NAMESRV_LOG=$LOGS/rocketmq-namesrv.log
+BROKER_LOG=$LOGS/rocketmq-broker.log
+MQADMIN_LOG=$LOGS/rocketmq-admin.log
+
+java_check() {
+	local v
+	command -v java >/dev/null 2>&1 || fail rocketmq "java not found; install a JDK 17: apt-get install -y openjdk-17-jre-headless"
+	v=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n1)
+	if [ -z "$v" ] || [ "$v" -lt 17 ]; then
+		fail rocketmq "java ${v:-?} found but RocketMQ needs Java 17 or newer; install openjdk-17-jre-headless and put it first on PATH"
+	fi
+}
+
+rocketmq_fetch() {
+	local log=$LOGS/rocketmq-download.log tmp
+	[ -f "$ROCKETMQ_HOME_DIR/lib/rocketmq-broker-$ROCKETMQ_VERSION.jar" ] && return 0
+	command -v mvn >/dev/null 2>&1 || fail rocketmq "mvn not found; install Maven to fetch the RocketMQ jars: apt-get install -y maven"
+	say rocketmq "fetching RocketMQ $ROCKETMQ_VERSION jars from Maven Central into $ROCKETMQ_HOME_DIR"
+	mkdir -p "$CACHE"
+	tmp=$(mktemp -d "$CACHE/.rocketmq-fetch.XXXXXX")
+	if ! mvn -B -f "$ROCKETMQ_POM" dependency:copy-dependencies -DoutputDirectory="$tmp/lib" >"$log" 2>&1; then
+		rm -rf "$tmp"
+		fail rocketmq "downloading the RocketMQ jars from Maven Central failed; check network access to repo.maven.apache.org (or ~/.m2/settings.xml), then run make up again" "$log"
+	fi
+	rm -rf "$ROCKETMQ_HOME_DIR"
+	mv "$tmp" "$ROCKETMQ_HOME_DIR"
+}
+
+# rocketmq_cmd HEAP_OPTS... -- MAIN ARGS...: sets RMQ_CMD to a JVM command
+# with the RocketMQ class path and home, and its logs and store inside the
+# data folder (user.home).
+rocketmq_cmd() {
+	local opts=()
+	while [ "$1" != "--" ]; do
+		opts+=("$1")
+		shift
+	done
+	shift
+	RMQ_CMD=(env "ROCKETMQ_HOME=$ROCKETMQ_HOME_DIR" java "${opts[@]}"
+		-XX:+UseG1GC -XX:-OmitStackTraceInFastThrow
+		--add-opens java.base/java.lang=ALL-UNNAMED
+		--add-opens java.base/java.nio=ALL-UNNAMED
+		--add-opens java.base/sun.nio.ch=ALL-UNNAMED
+		--add-opens java.base/java.util=ALL-UNNAMED
+		--add-exports java.base/jdk.internal.ref=ALL-UNNAMED
+		"-Duser.home=$ROCKETMQ_DIR"
+		"-Drocketmq.home.dir=$ROCKETMQ_HOME_DIR"
+		-cp "$ROCKETMQ_HOME_DIR/lib/*" "$@")
+}
+
+mqadmin() {
+	rocketmq_cmd -Xms64m -Xmx128m -XX:TieredStopAtLevel=1 -- org.apache.rocketmq.tools.command.MQAdminStartup "$@"
+	"${RMQ_CMD[@]}"
+}
+
+namesrv_running() { pid_alive "$NAMESRV_PID" "NamesrvStartup"; }
+broker_running() { pid_alive "$BROKER_PID" "BrokerStartup"; }
+
+broker_registered() { mqadmin clusterList -n "127.0.0.1:$NAMESRV_PORT" 2>>"$MQADMIN_LOG" | grep -q "127.0.0.1:$BROKER_PORT"; }
+
+topic_created() { grep -q "\"$ORDER_TOPIC\"" "$ROCKETMQ_DIR/store/config/topics.json" 2>/dev/null; }
+
+rocketmq_write_broker_conf() {
+	{
+		cat "$ROOT/deploy/rocketmq/broker.conf"
+		echo
+		echo "# Added by scripts/stack.sh: store inside the data folder."
+		echo "storePathRootDir=$ROCKETMQ_DIR/store"
+		echo "storePathCommitLog=$ROCKETMQ_DIR/store/commitlog"
+	} >"$ROCKETMQ_DIR/broker.conf"
+}
+
+rocketmq_up() {
+	local started=0
+	java_check
+	rocketmq_fetch
+	mkdir -p "$ROCKETMQ_DIR/store"
+
+	if namesrv_running; then
+		say namesrv "running (127.0.0.1:$NAMESRV_PORT)"
+	else
+		require_free_port namesrv "$NAMESRV_PORT"
+		say namesrv "starting on 127.0.0.1:$NAMESRV_PORT"
+		echo "=== $(date -u +%FT%TZ) starting name server" >>"$NAMESRV_LOG"
+		rocketmq_cmd -Xms128m -Xmx256m -XX:MaxDirectMemorySize=128m -- \
+			org.apache.rocketmq.namesrv.NamesrvStartup -c "$ROOT/deploy/rocketmq/namesrv.conf"
+		spawn "$NAMESRV_PID" "$NAMESRV_LOG" "${RMQ_CMD[@]}"
+		started=1
+	fi
+	if ! wait_until "$HEALTH_TIMEOUT" port_open "$NAMESRV_PORT"; then
+		namesrv_running || fail namesrv "the name server exited during startup" "$NAMESRV_LOG"
+		fail namesrv "not listening on 127.0.0.1:$NAMESRV_PORT within ${HEALTH_TIMEOUT}s" "$NAMESRV_LOG"
+	fi
+
+	if broker_running; then
+		say broker "running (127.0.0.1:$BROKER_PORT)"
+	else
+		local p
+		for p in "$BROKER_PORT" $((BROKER_PORT - 2)) $((BROKER_PORT + 1)); do
+			require_free_port broker "$p"
+		done
+		rocketmq_write_broker_conf
+		say broker "starting on 127.0.0.1:$BROKER_PORT"
+		echo "=== $(date -u +%FT%TZ) starting broker" >>"$BROKER_LOG"
+		rocketmq_cmd -Xms256m -Xmx512m -XX:MaxDirectMemorySize=256m -- \
+			org.apache.rocketmq.broker.BrokerStartup -c "$ROCKETMQ_DIR/broker.conf"
+		spawn "$BROKER_PID" "$BROKER_LOG" "${RMQ_CMD[@]}"
+		started=1
+	fi
+	if ! wait_until "$HEALTH_TIMEOUT" port_open "$BROKER_PORT"; then
+		broker_running || fail broker "the broker exited during startup" "$BROKER_LOG"
+		fail broker "not listening on 127.0.0.1:$BROKER_PORT within ${HEALTH_TIMEOUT}s" "$BROKER_LOG"
+	fi
+
+	# Registration and the topic are checked with the admin tool (a JVM start
+	# of a few seconds), so only after something was (re)started.
+	if [ "$started" -eq 1 ] || ! topic_created; then
+		say broker "waiting for registration with the name server"
+		wait_until "$HEALTH_TIMEOUT" broker_registered ||
+			fail broker "not registered with the name server 127.0.0.1:$NAMESRV_PORT within ${HEALTH_TIMEOUT}s" "$BROKER_LOG"
+		if ! topic_created; then
+			say broker "creating topic $ORDER_TOPIC with $ORDER_TOPIC_QUEUES queues"
+			mqadmin updateTopic -n "127.0.0.1:$NAMESRV_PORT" -c DefaultCluster -t "$ORDER_TOPIC" \
+				-r "$ORDER_TOPIC_QUEUES" -w "$ORDER_TOPIC_QUEUES" >>"$MQADMIN_LOG" 2>&1 ||
+				fail broker "could not create topic $ORDER_TOPIC" "$MQADMIN_LOG"
+			topic_created || fail broker "topic $ORDER_TOPIC missing after creation" "$MQADMIN_LOG"
+		fi
+	fi
+	say rocketmq "healthy: name server 127.0.0.1:$NAMESRV_PORT, broker 127.0.0.1:$BROKER_PORT, topic $ORDER_TOPIC"
+}
+
+rocketmq_down() {
+	stop_pid broker "$BROKER_PID" "BrokerStartup"
+	stop_pid namesrv "$NAMESRV_PID" "NamesrvStartup"
+}
+
+rocketmq_status() {
+	local rc=0
+	if namesrv_running; then
+		say namesrv "running  127.0.0.1:$NAMESRV_PORT  pid $(cat "$NAMESRV_PID")  log $NAMESRV_LOG"
+	else
+		say namesrv "stopped  log $NAMESRV_LOG"
+		rc=1
+	fi
+	if broker_running; then
+		say broker "running  127.0.0.1:$BROKER_PORT  pid $(cat "$BROKER_PID")  log $BROKER_LOG (details: $ROCKETMQ_DIR/logs/rocketmqlogs)"
+	else
+		say broker "stopped  log $BROKER_LOG"
+		rc=1
+	fi
+	return "$rc"
+}
+
 # ---------------------------------------------------------------- main
 
-SERVICES_ALL=(postgres)
+SERVICES_ALL=(postgres temporal rocketmq)
 
-run() {
-	local cmd=$1 svc rc=0
-	shift
+svc_do() {
+	case $2 in
+	postgres) "pg_$1" ;;
+	temporal) "temporal_$1" ;;
+	rocketmq) "rocketmq_$1" ;;
+	esac
+}
+
+main() {
+	local cmd=${1:-} svc rc=0 i
+	shift || true
 	local svcs=("$@")
 	if [ "${#svcs[@]}" -eq 0 ]; then svcs=("${SERVICES_ALL[@]}"); fi
 	for svc in "${svcs[@]}"; do
 		case $svc in
-		postgres) ;;
-		*) echo "stack: unknown service '$svc' (known: ${SERVICES_ALL[*]})" >&2; exit 2 ;;
+		postgres | temporal | rocketmq) ;;
+		*)
+			echo "stack: unknown service '$svc' (known: ${SERVICES_ALL[*]})" >&2
+			exit 2
+			;;
 		esac
 	done
 	mkdir -p "$DATA" "$LOGS"
 	case $cmd in
 	up)
-		for svc in "${svcs[@]}"; do
-			case $svc in postgres) pg_up ;; esac
-		done
+		for svc in "${svcs[@]}"; do svc_do up "$svc"; done
 		;;
 	down)
-		# Reverse order: clients before the database.
-		for ((i = ${#svcs[@]} - 1; i >= 0; i--)); do
-			case ${svcs[$i]} in postgres) pg_down ;; esac
-		done
+		for ((i = ${#svcs[@]} - 1; i >= 0; i--)); do svc_do down "${svcs[$i]}"; done
 		;;
 	status)
-		for svc in "${svcs[@]}"; do
-			case $svc in postgres) pg_status || rc=1 ;; esac
-		done
+		for svc in "${svcs[@]}"; do svc_do status "$svc" || rc=1; done
 		return "$rc"
 		;;
 	*)
@@ -298,4 +528,4 @@ run() {
 	esac
 }
 
-run "${1:-}" "${@:2}"
+main "$@"
