@@ -23,7 +23,7 @@ func FuzzDecode(f *testing.F) {
 		`{"user_id":"١٢٣"}`, `{"order_id":"ｏｒｄｅｒ"}`, `{"order_id":"o\u202e1"}`, `{"event_id":"\ud800"}`, "{\"event_id\":\"\xed\xa0\x80\"}",
 		`{"status":"paid"}`, `{"status":"PAID\u0000"}`, `{"occurred_at":"2025-13-45T99:99:99Z"}`, `{"occurred_at":"2025-01-01T00:00:00+24:00"}`,
 		`{"order_id":["o"]}`, `{"order_id":{"id":"o"}}`, `{"a":[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]}`,
-		strings.Repeat("[", 20000) + strings.Repeat("]", 20000),
+		strings.Repeat("[", 200) + strings.Repeat("]", 200),
 		`{"order_id":"o","order_id":"p"}`, "\ufeff{}", "{\"event_id\":\"e\"}\x00",
 	} {
 		f.Add([]byte(s))

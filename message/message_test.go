@@ -192,3 +192,12 @@ func TestCheckEnvelope(t *testing.T) {
 		}
 	}
 }
+
+func TestDecodeDeepNesting(t *testing.T) {
+	body := `{"a":` + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + `}`
+	_, err := Decode([]byte(body))
+	var r *Rejection
+	if !errors.As(err, &r) || r.Kind != KindMalformedJSON {
+		t.Fatalf("Decode of 20000-deep nesting: %v, want malformed_json", err)
+	}
+}
