@@ -157,7 +157,12 @@ func (c *Consumer) Rejected() int64 { return c.rejected.Load() }
 // holds are stored but not yet consumed, as far as the client knows (it
 // learns the queue ends from its pulls). Topics without a known figure are
 // absent.
-func (c *Consumer) Lag() map[string]int64 { return c.pc.GetOffsetDiffMap() }
+func (c *Consumer) Lag() map[string]int64 {
+	if !c.started.Load() {
+		return nil
+	}
+	return c.pc.GetOffsetDiffMap()
+}
 
 // enter registers a callback; false when the consumer is stopping.
 func (c *Consumer) enter() bool {
