@@ -65,3 +65,15 @@ type DeadLetter struct {
 	Reason    string    `json:"reason"`
 	StoredAt  time.Time `json:"stored_at,omitempty"`
 }
+
+// ParkDeadLetterResult says where a dead letter is stored.
+type ParkDeadLetterResult struct {
+	// ID is the dead_letters row holding the message.
+	ID int64 `json:"id"`
+	// Fingerprint is the message's DeadLetterFingerprint.
+	Fingerprint string `json:"fingerprint"`
+	// TimesSeen counts the deliveries of the message, this one included.
+	TimesSeen int64 `json:"times_seen"`
+	// New is true when this call inserted the row.
+	New bool `json:"new"`
+}
