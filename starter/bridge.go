@@ -1,0 +1,173 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+
+	"github.com/orderflow/orderflow/activities"
+	"github.com/orderflow/orderflow/fsm"
+	"github.com/orderflow/orderflow/message"
+)
+
+// Targets of the bridge's attempts, the values of the "target" label.
+const (
+	targetTemporal = "temporal"
+	targetPostgres = "postgres"
+)
+
+// DeliverFunc hands a valid event to its order's workflow and returns once
+// Temporal has accepted it (the signal is in the workflow's history).
+type DeliverFunc func(ctx context.Context, e fsm.Event) error
+
+// ParkFunc stores an invalid message in dead_letters and returns once the
+// row is committed.
+type ParkFunc func(ctx context.Context, dl activities.DeadLetter) error
+
+// retryPolicy bounds the bridge's in-process retries of one message before
+// it hands the message back to the broker.
+type retryPolicy struct {
+	// For is the total time spent retrying one message.
+	For time.Duration
+	// Attempt bounds one attempt.
+	Attempt time.Duration
+	// Initial and Max bound the backoff between attempts.
+	Initial, Max time.Duration
+}
+
+var defaultRetry = retryPolicy{For: 15 * time.Second, Attempt: 10 * time.Second, Initial: 200 * time.Millisecond, Max: 2 * time.Second}
+
+// handler turns one RocketMQ message into a durable effect: a signal in
+// Temporal for a valid event, a dead_letters row for an invalid message.
+// It returns nil (ack) only after that effect is durable.
+type handler struct {
+	log     *slog.Logger
+	deliver DeliverFunc
+	park    ParkFunc
+	metrics *bridgeMetrics
+	retry   retryPolicy
+	now     func() time.Time
+}
+
+// handle is the mq.Handler of the bridge.
+func (h *handler) handle(ctx context.Context, m *primitive.MessageExt) error {
+	start := h.now()
+	result, err := h.process(ctx, m)
+	if err != nil {
+		result = resultRetry
+	}
+	h.metrics.messages.WithLabelValues(result).Inc()
+	h.metrics.handleSeconds.WithLabelValues(result).Observe(h.now().Sub(start).Seconds())
+	if err == nil && m.StoreTimestamp > 0 {
+		h.metrics.storeLatency.Observe(h.now().Sub(time.UnixMilli(m.StoreTimestamp)).Seconds())
+	}
+	return err
+}
+
+func (h *handler) process(ctx context.Context, m *primitive.MessageExt) (string, error) {
+	log := h.log.With("msg_id", m.MsgId, "topic", m.Topic, "keys", m.GetKeys(), "tag", m.GetTags(),
+		"reconsume_times", m.ReconsumeTimes)
+	e, err := message.Decode(m.Body)
+	if err != nil {
+		var rej *message.Rejection
+		if !errors.As(err, &rej) {
+			// Decode only returns rejections; anything else is a bug, and the
+			// message is kept rather than parked under a reason nobody chose.
+			log.Error("decode failed without a rejection", "err", err)
+			return "", fmt.Errorf("decode message %s: %w", m.MsgId, err)
+		}
+		dl := deadLetter(m, rej.Reason)
+		err := h.attempt(ctx, log, targetPostgres, func(ctx context.Context) error { return h.park(ctx, dl) })
+		if err != nil {
+			log.Error("cannot park invalid message; the broker will deliver it again", "reason", rej.Reason, "err", err)
+			return "", err
+		}
+		h.metrics.rejections.WithLabelValues(rej.Kind).Inc()
+		log.Warn("invalid message parked in dead_letters", "reason", rej.Reason, "body_bytes", len(m.Body))
+		return resultParked, nil
+	}
+
+	log = log.With("order_id", e.OrderID, "version", e.Version, "status", string(e.Status), "event_id", e.EventID)
+	if mm := message.CheckEnvelope(e, m.GetKeys(), m.GetTags()); len(mm) > 0 {
+		for _, f := range mm {
+			h.metrics.mismatches.WithLabelValues(f).Inc()
+		}
+		log.Warn("message keys or tag disagree with the body; the body is authoritative", "mismatch", mm)
+	}
+	err = h.attempt(ctx, log, targetTemporal, func(ctx context.Context) error { return h.deliver(ctx, e) })
+	if err != nil {
+		log.Error("cannot deliver event to Temporal; the broker will deliver it again", "err", err)
+		return "", err
+	}
+	h.metrics.eventLatency.Observe(h.now().Sub(e.OccurredAt).Seconds())
+	log.Debug("event signalled")
+	return resultSignalled, nil
+}
+
+// attempt runs f until it succeeds, the retry budget is spent or ctx is done,
+// with exponential backoff between attempts.
+func (h *handler) attempt(ctx context.Context, log *slog.Logger, target string, f func(context.Context) error) error {
+	deadline := h.now().Add(h.retry.For)
+	wait := h.retry.Initial
+	for n := 1; ; n++ {
+		actx, cancel := context.WithTimeout(ctx, h.retry.Attempt)
+		err := f(actx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		h.metrics.attemptErrors.WithLabelValues(target).Inc()
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s: attempt %d: %w (stopping: %w)", target, n, err, ctx.Err())
+		}
+		if !h.now().Add(wait).Before(deadline) {
+			return fmt.Errorf("%s: gave up after %d attempts: %w", target, n, err)
+		}
+		log.Warn("attempt failed; retrying", "target", target, "attempt", n, "backoff", wait, "err", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%s: attempt %d: %w (stopping: %w)", target, n, err, ctx.Err())
+		case <-t.C:
+		}
+		wait = min(2*wait, h.retry.Max)
+	}
+}
+
+// maxKeysLen bounds the keys and tags stored with a dead letter.
+const maxKeysLen = 1024
+
+// deadLetter is the dead_letters record of an invalid message. Keys, tags
+// and message ID are made storable as text; the body is kept byte for byte.
+func deadLetter(m *primitive.MessageExt, reason string) activities.DeadLetter {
+	dl := activities.DeadLetter{
+		Topic:     message.Sanitize(m.Topic, maxKeysLen),
+		MessageID: message.Sanitize(originalMessageID(m), maxKeysLen),
+		Keys:      message.Sanitize(m.GetKeys(), maxKeysLen),
+		Tags:      message.Sanitize(m.GetTags(), maxKeysLen),
+		Body:      m.Body,
+		Reason:    reason,
+	}
+	if dl.Body == nil {
+		dl.Body = []byte{}
+	}
+	if m.StoreTimestamp > 0 {
+		dl.StoredAt = time.UnixMilli(m.StoreTimestamp).UTC()
+	}
+	return dl
+}
+
+// originalMessageID is the ID the producer's send returned: a message the
+// broker delivers again through the retry topic carries a new ID and the
+// original one as a property.
+func originalMessageID(m *primitive.MessageExt) string {
+	if id := m.GetProperty(primitive.PropertyOriginMessageId); id != "" {
+		return id
+	}
+	return m.MsgId
+}

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/orderflow/orderflow/message"
+)
+
+// Message results, the values of the "result" label.
+const (
+	resultSignalled = "signalled"
+	resultParked    = "parked"
+	resultRetry     = "retry"
+)
+
+// bridgeMetrics are the bridge's Prometheus metrics.
+type bridgeMetrics struct {
+	messages      *prometheus.CounterVec
+	rejections    *prometheus.CounterVec
+	mismatches    *prometheus.CounterVec
+	attemptErrors *prometheus.CounterVec
+	eventLatency  prometheus.Histogram
+	storeLatency  prometheus.Histogram
+	handleSeconds *prometheus.HistogramVec
+}
+
+// latencyBuckets span 5ms to about 20 minutes: redelivery after an outage
+// takes minutes, and the time since occurred_at includes the producer's lag.
+var latencyBuckets = prometheus.ExponentialBuckets(0.005, 2.5, 15)
+
+func newBridgeMetrics(reg prometheus.Registerer, c *consumerStats) (*bridgeMetrics, error) {
+	m := &bridgeMetrics{
+		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orderflow_bridge_messages_total",
+			Help: "Messages handled, by result: signalled (delivered to Temporal, acked), parked (dead letter committed, acked), retry (not acked, the broker delivers it again).",
+		}, []string{"result"}),
+		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orderflow_bridge_rejections_total",
+			Help: "Invalid messages parked in dead_letters, by rejection kind.",
+		}, []string{"reason"}),
+		mismatches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orderflow_bridge_envelope_mismatch_total",
+			Help: "Valid messages whose keys or tag disagree with the body (the body wins), by field.",
+		}, []string{"field"}),
+		attemptErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orderflow_bridge_attempt_errors_total",
+			Help: "Failed attempts to deliver an event to Temporal or to park a dead letter in PostgreSQL, by target.",
+		}, []string{"target"}),
+		eventLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "orderflow_bridge_event_latency_seconds",
+			Help:    "Time from an event's occurred_at to its acceptance by Temporal.",
+			Buckets: latencyBuckets,
+		}),
+		storeLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "orderflow_bridge_store_latency_seconds",
+			Help:    "Time from the broker storing a message to the bridge acking it (signalled or parked).",
+			Buckets: latencyBuckets,
+		}),
+		handleSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "orderflow_bridge_handle_seconds",
+			Help:    "Time the bridge spent on one message, by result.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14),
+		}, []string{"result"}),
+	}
+	for _, r := range []string{resultSignalled, resultParked, resultRetry} {
+		m.messages.WithLabelValues(r)
+	}
+	for _, k := range message.Kinds {
+		m.rejections.WithLabelValues(k)
+	}
+	for _, f := range []string{message.MismatchKeys, message.MismatchTag} {
+		m.mismatches.WithLabelValues(f)
+	}
+	for _, t := range []string{targetTemporal, targetPostgres} {
+		m.attemptErrors.WithLabelValues(t)
+	}
+	collectors := []prometheus.Collector{m.messages, m.rejections, m.mismatches, m.attemptErrors,
+		m.eventLatency, m.storeLatency, m.handleSeconds, c}
+	for _, col := range collectors {
+		if err := reg.Register(col); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// consumerSource is what consumerStats reads from the consumer.
+type consumerSource interface {
+	InFlight() int
+	Rejected() int64
+	Lag() map[string]int64
+}
+
+// consumerStats exports the consumer's own figures when scraped: callbacks
+// in flight, messages handed back during shutdown, and the lag per topic.
+type consumerStats struct {
+	src      func() consumerSource
+	inFlight *prometheus.Desc
+	rejected *prometheus.Desc
+	lag      *prometheus.Desc
+}
+
+func newConsumerStats(src func() consumerSource) *consumerStats {
+	return &consumerStats{
+		src: src,
+		inFlight: prometheus.NewDesc("orderflow_bridge_in_flight",
+			"Messages being handled now.", nil, nil),
+		rejected: prometheus.NewDesc("orderflow_bridge_shutdown_handed_back_total",
+			"Messages handed back unprocessed because the bridge was stopping.", nil, nil),
+		lag: prometheus.NewDesc("orderflow_bridge_consumer_lag",
+			"Messages stored but not yet consumed in the queues this instance holds, per topic (the client learns queue ends from its pulls; the retry topic appears as %RETRY%group).",
+			[]string{"topic"}, nil),
+	}
+}
+
+func (s *consumerStats) Describe(ch chan<- *prometheus.Desc) {
+	ch <- s.inFlight
+	ch <- s.rejected
+	ch <- s.lag
+}
+
+func (s *consumerStats) Collect(ch chan<- prometheus.Metric) {
+	src := s.src()
+	if src == nil {
+		ch <- prometheus.MustNewConstMetric(s.inFlight, prometheus.GaugeValue, 0)
+		ch <- prometheus.MustNewConstMetric(s.rejected, prometheus.CounterValue, 0)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(s.inFlight, prometheus.GaugeValue, float64(src.InFlight()))
+	ch <- prometheus.MustNewConstMetric(s.rejected, prometheus.CounterValue, float64(src.Rejected()))
+	for topic, lag := range src.Lag() {
+		ch <- prometheus.MustNewConstMetric(s.lag, prometheus.GaugeValue, float64(lag), topic)
+	}
+}
