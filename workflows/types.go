@@ -77,6 +77,10 @@ type State struct {
 	Failed int64 `json:"failed"`
 	// Points is the order's net points: purchase points minus refunds.
 	Points int64 `json:"points"`
+	// PurchaseAwarded and RefundAwarded are true once this chain of runs
+	// has had AwardPoints confirm the order's purchase or refund row.
+	PurchaseAwarded bool `json:"purchase_awarded"`
+	RefundAwarded   bool `json:"refund_awarded"`
 	// Gaps counts events applied over at least one missing version.
 	Gaps int64 `json:"gaps"`
 	// Processed counts the signals handled in the current run.

@@ -1,0 +1,387 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/orderflow/orderflow/activities"
+	"github.com/orderflow/orderflow/fsm"
+)
+
+// ErrorTypeInvalidEvent is the application error type of an activity
+// failure caused by invalid input; such failures are not retried.
+const ErrorTypeInvalidEvent = "InvalidEvent"
+
+// OrderStatusKey is the typed key of the OrderStatus search attribute.
+var OrderStatusKey = temporal.NewSearchAttributeKeyKeyword(SearchAttributeOrderStatus)
+
+// ActivityOptions are the options of every activity OrderWorkflow runs:
+// a bounded attempt, retried with exponential backoff until it succeeds,
+// except for invalid input.
+func ActivityOptions() workflow.ActivityOptions {
+	return workflow.ActivityOptions{
+		StartToCloseTimeout: 10 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:        500 * time.Millisecond,
+			BackoffCoefficient:     2,
+			MaximumInterval:        30 * time.Second,
+			MaximumAttempts:        0, // unlimited
+			NonRetryableErrorTypes: []string{ErrorTypeInvalidEvent},
+		},
+	}
+}
+
+// OrderWorkflow is the durable serializer of one order's events. It handles
+// the order-event signals one at a time in arrival order: a business key it
+// has already recorded with the same content is a duplicate and skipped;
+// every other event is decided with fsm from the workflow's own state and
+// then applied by the ApplyEvent activity, whose decision (taken inside the
+// database transaction) is authoritative; AwardPoints follows when the
+// decision moves points. A fresh run rehydrates the order with LoadOrder
+// first. After COMPLETED or CANCELLED the workflow waits Params.GracePeriod
+// for late events, and a non-terminal order's workflow completes after
+// Params.IdleTimeout without events; long runs continue-as-new, carrying the
+// state and draining pending signals first.
+func OrderWorkflow(ctx workflow.Context, in Input) (Result, error) {
+	info := workflow.GetInfo(ctx)
+	orderID, ok := OrderIDFromWorkflowID(info.WorkflowExecution.ID)
+	if !ok {
+		return Result{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("workflow ID %q is not an order workflow ID", info.WorkflowExecution.ID), "BadWorkflowID", nil)
+	}
+	r := &run{
+		ctx:    workflow.WithActivityOptions(ctx, ActivityOptions()),
+		logger: log.With(workflow.GetLogger(ctx), "order_id", orderID),
+		params: in.Params.withDefaults(),
+	}
+	if err := workflow.SetQueryHandler(ctx, QueryState, func() (State, error) { return r.state.clone(), nil }); err != nil {
+		return Result{}, fmt.Errorf("register %s query: %w", QueryState, err)
+	}
+	if in.Carry != nil {
+		r.state = in.Carry.clone()
+		r.state.Processed = 0
+		r.state.Runs++
+	} else if err := r.rehydrate(orderID); err != nil {
+		return Result{}, err
+	}
+	r.state.OrderID = orderID
+	if r.state.Status().Terminal() && r.state.TerminalAt.IsZero() {
+		r.state.TerminalAt = workflow.Now(ctx)
+	}
+	if r.state.LastEventAt.IsZero() {
+		r.state.LastEventAt = workflow.Now(ctx)
+	}
+	// A continued or rehydrated run states the status it starts from.
+	if err := r.upsertStatus(); err != nil {
+		return Result{}, err
+	}
+	return r.loop(workflow.GetSignalChannel(ctx, SignalEvent))
+}
+
+// run is one run of OrderWorkflow.
+type run struct {
+	ctx    workflow.Context // with activity options
+	logger log.Logger
+	params Params
+	state  State
+	// status is the status last written to the search attribute.
+	status fsm.Status
+}
+
+func (s State) clone() State {
+	c := s
+	c.Recorded = make(map[int64]string, len(s.Recorded))
+	for k, v := range s.Recorded {
+		c.Recorded[k] = v
+	}
+	c.Counts = make(map[fsm.Outcome]int64, len(s.Counts))
+	for k, v := range s.Counts {
+		c.Counts[k] = v
+	}
+	return c
+}
+
+// rehydrate loads the order and its recorded business keys from PostgreSQL.
+func (r *run) rehydrate(orderID string) error {
+	var res activities.LoadOrderResult
+	if err := workflow.ExecuteActivity(r.ctx, activities.NameLoadOrder, orderID).Get(r.ctx, &res); err != nil {
+		return fmt.Errorf("load order %s: %w", orderID, err)
+	}
+	r.state = State{
+		OrderID:  orderID,
+		Exists:   res.Found,
+		Recorded: make(map[int64]string, len(res.Versions)),
+		Counts:   make(map[fsm.Outcome]int64),
+		Runs:     1,
+	}
+	if res.Found {
+		r.state.Order = res.Order
+		r.state.Points = netPoints(res.Order)
+	}
+	for v, h := range res.Versions {
+		r.state.Recorded[v] = h
+	}
+	r.logger.Info("order rehydrated", "found", res.Found, "status", res.Order.Status,
+		"version", res.Order.Version, "recorded_keys", len(res.Versions))
+	return nil
+}
+
+// deadline is when the run completes if no event arrives: the grace period
+// after the order became terminal, or the idle timeout after the last event.
+func (r *run) deadline() (time.Time, string) {
+	if r.state.Exists && r.state.Order.Status.Terminal() {
+		return r.state.TerminalAt.Add(r.params.GracePeriod), ReasonGracePeriod
+	}
+	return r.state.LastEventAt.Add(r.params.IdleTimeout), ReasonIdleTimeout
+}
+
+func (r *run) loop(ch workflow.ReceiveChannel) (Result, error) {
+	ctx := r.ctx
+	var (
+		timer       workflow.Future
+		timerAt     time.Time
+		cancelTimer workflow.CancelFunc
+	)
+	for {
+		deadline, reason := r.deadline()
+		now := workflow.Now(ctx)
+		if !now.Before(deadline) {
+			// Complete, but not before every signal already delivered to
+			// this run has been handled.
+			n, err := r.drain(ch)
+			if err != nil {
+				return Result{}, err
+			}
+			if n == 0 {
+				r.logger.Info("order workflow completing", "reason", reason,
+					"status", r.state.Order.Status, "version", r.state.Order.Version)
+				return Result{State: r.state.clone(), Reason: reason}, nil
+			}
+			continue
+		}
+		// Keep the pending timer unless the deadline moved earlier; a timer
+		// that fires early is simply re-armed for the rest.
+		if timer == nil || deadline.Before(timerAt) {
+			if cancelTimer != nil {
+				cancelTimer()
+			}
+			var tctx workflow.Context
+			tctx, cancelTimer = workflow.WithCancel(ctx)
+			timer, timerAt = workflow.NewTimer(tctx, deadline.Sub(now)), deadline
+		}
+
+		var (
+			event    fsm.Event
+			got      bool
+			timedOut bool
+		)
+		sel := workflow.NewSelector(ctx)
+		sel.AddReceive(ch, func(c workflow.ReceiveChannel, _ bool) {
+			// ReceiveAsync drops a corrupt payload instead of blocking.
+			got = c.ReceiveAsync(&event)
+		})
+		sel.AddFuture(timer, func(workflow.Future) { timedOut = true })
+		sel.Select(ctx)
+
+		if timedOut {
+			timer, cancelTimer = nil, nil
+		}
+		if got {
+			if err := r.handle(event); err != nil {
+				return Result{}, err
+			}
+			if r.shouldContinueAsNew() {
+				return Result{}, r.continueAsNew(ch)
+			}
+		}
+	}
+}
+
+func (r *run) shouldContinueAsNew() bool {
+	if r.params.MaxEventsPerRun > 0 && r.state.Processed >= r.params.MaxEventsPerRun {
+		return true
+	}
+	return workflow.GetInfo(r.ctx).GetContinueAsNewSuggested()
+}
+
+// drain handles every signal already pending on the channel, in order, and
+// returns how many it handled.
+func (r *run) drain(ch workflow.ReceiveChannel) (int, error) {
+	n := 0
+	for {
+		var e fsm.Event
+		if !ch.ReceiveAsync(&e) {
+			return n, nil
+		}
+		n++
+		if err := r.handle(e); err != nil {
+			return n, err
+		}
+	}
+}
+
+func (r *run) continueAsNew(ch workflow.ReceiveChannel) error {
+	if _, err := r.drain(ch); err != nil {
+		return err
+	}
+	carry := r.state.clone()
+	r.logger.Info("order workflow continuing as new", "processed", carry.Processed,
+		"history_length", workflow.GetInfo(r.ctx).GetCurrentHistoryLength(), "status", carry.Order.Status)
+	return workflow.NewContinueAsNewError(r.ctx, WorkflowType, Input{Params: r.params, Carry: &carry})
+}
+
+// handle judges and applies one event. It returns an error only when the
+// workflow cannot go on (it was cancelled); bad input is counted and logged.
+func (r *run) handle(e fsm.Event) error {
+	ctx := r.ctx
+	r.state.Processed++
+	r.state.LastEventAt = workflow.Now(ctx)
+	logger := log.With(r.logger, "version", e.Version, "status", e.Status, "event_id", e.EventID)
+
+	if err := e.Validate(); err != nil {
+		r.state.Failed++
+		logger.Error("invalid event signalled, ignored", "error", err)
+		return nil
+	}
+	if e.OrderID != r.state.OrderID {
+		r.state.Failed++
+		logger.Error("event of another order signalled, ignored", "event_order_id", e.OrderID)
+		return nil
+	}
+	hash := e.ContentHash()
+	if h, ok := r.state.Recorded[e.Version]; ok && h == hash {
+		r.state.Counts[fsm.Duplicate]++
+		logger.Debug("duplicate event skipped")
+		return nil
+	}
+
+	var cur *fsm.Order
+	if r.state.Exists {
+		o := r.state.Order
+		cur = &o
+	}
+	local := fsm.Decide(cur, e)
+
+	var res activities.ApplyEventResult
+	err := workflow.ExecuteActivity(ctx, activities.NameApplyEvent, activities.ApplyEventInput{Event: e}).Get(ctx, &res)
+	if err != nil {
+		if temporal.IsCanceledError(err) {
+			return err
+		}
+		r.state.Failed++
+		logger.Error("event could not be applied, ignored", "error", err)
+		return nil
+	}
+	d := res.Decision
+	if d.Outcome != local.Outcome {
+		logger.Info("database decision differs from the workflow's", "workflow_outcome", local.Outcome,
+			"outcome", d.Outcome, "repeat", res.Repeat)
+	}
+	if _, ok := r.state.Recorded[e.Version]; !ok {
+		r.state.Recorded[e.Version] = hash
+	}
+	r.state.Counts[d.Outcome]++
+	if d.Gap && d.Outcome == fsm.Applied {
+		r.state.Gaps++
+	}
+	// The stored order only moves forward; adopt the database's view of it.
+	if !r.state.Exists || d.Next.Version >= r.state.Order.Version {
+		if d.Next.OrderID != "" {
+			r.state.Order = d.Next
+			r.state.Exists = true
+		}
+	}
+	r.state.Points = netPoints(r.state.Order)
+	if r.state.Order.Status.Terminal() && r.state.TerminalAt.IsZero() {
+		r.state.TerminalAt = workflow.Now(ctx)
+	}
+
+	switch d.Outcome {
+	case fsm.Stale, fsm.Illegal, fsm.Conflict:
+		logger.Warn("event not applied", "outcome", d.Outcome, "reason", d.Reason,
+			"order_status", r.state.Order.Status, "order_version", r.state.Order.Version)
+	default:
+		logger.Info("event handled", "outcome", d.Outcome, "gap", d.Gap, "repeat", res.Repeat)
+	}
+
+	if d.Points != fsm.PointsNone {
+		if err := r.award(d.Points, d.PointsDelta, e.Version, logger); err != nil {
+			return err
+		}
+	}
+	if err := r.reconcilePoints(logger); err != nil {
+		return err
+	}
+	return r.upsertStatus()
+}
+
+// award inserts one points ledger row (idempotent: the ledger keeps at most
+// one row per order and kind) and remembers that it is in place.
+func (r *run) award(kind fsm.PointsKind, points, version int64, logger log.Logger) error {
+	ctx := r.ctx
+	in := activities.AwardPointsInput{OrderID: r.state.OrderID, UserID: r.state.Order.UserID, Kind: kind,
+		Points: points, Version: version}
+	var pr activities.AwardPointsResult
+	if err := workflow.ExecuteActivity(ctx, activities.NameAwardPoints, in).Get(ctx, &pr); err != nil {
+		if temporal.IsCanceledError(err) {
+			return err
+		}
+		r.state.Failed++
+		logger.Error("points could not be awarded", "kind", kind, "points", points, "error", err)
+		return nil
+	}
+	switch kind {
+	case fsm.Purchase:
+		r.state.PurchaseAwarded = true
+	case fsm.Refund:
+		r.state.RefundAwarded = true
+	}
+	logger.Info("points awarded", "kind", kind, "points", points, "inserted", pr.Inserted)
+	return nil
+}
+
+// reconcilePoints makes sure the ledger has the rows the stored order is
+// due: after a retried ApplyEvent whose first completion was lost, or in a
+// fresh run, the decision alone does not say so.
+func (r *run) reconcilePoints(logger log.Logger) error {
+	o := r.state.Order
+	if !r.state.Exists {
+		return nil
+	}
+	if o.Purchased && !r.state.PurchaseAwarded {
+		if err := r.award(fsm.Purchase, o.PurchasePoints, o.Version, logger); err != nil {
+			return err
+		}
+	}
+	if o.Refunded && !r.state.RefundAwarded {
+		if err := r.award(fsm.Refund, -o.PurchasePoints, o.Version, logger); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// upsertStatus writes the OrderStatus search attribute when it changed.
+func (r *run) upsertStatus() error {
+	st := r.state.Status()
+	if st == "" || st == r.status {
+		return nil
+	}
+	if err := workflow.UpsertTypedSearchAttributes(r.ctx, OrderStatusKey.ValueSet(string(st))); err != nil {
+		return fmt.Errorf("upsert %s=%s: %w", SearchAttributeOrderStatus, st, err)
+	}
+	r.status = st
+	return nil
+}
+
+// IsInvalidEvent reports whether err is an activity failure caused by
+// invalid input (application error type InvalidEvent).
+func IsInvalidEvent(err error) bool {
+	var appErr *temporal.ApplicationError
+	return errors.As(err, &appErr) && appErr.Type() == ErrorTypeInvalidEvent
+}

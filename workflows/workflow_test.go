@@ -1,0 +1,479 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/orderflow/orderflow/activities"
+	"github.com/orderflow/orderflow/fsm"
+)
+
+// fakeDB stands in for the activities in the SDK's test environment: it
+// keeps orders, recorded keys and points in memory with the semantics of
+// DESIGN.md (decide with fsm, a repeat returns the first outcome).
+type fakeDB struct {
+	mu       sync.Mutex
+	orders   map[string]fsm.Order
+	keys     map[fsm.Key]string      // content hash
+	outcomes map[fsm.Key]fsm.Outcome // first outcome
+	points   map[string]int64        // order_id/kind -> points
+	// failApply makes ApplyEvent fail with this error for the given version.
+	failApply map[int64]error
+	// loseCompletion makes the first ApplyEvent attempt of a version commit
+	// and then fail, as a lost completion would.
+	loseCompletion map[int64]bool
+	loads, applies []string
+	awards         []activities.AwardPointsInput
+}
+
+func newFakeDB() *fakeDB {
+	return &fakeDB{orders: map[string]fsm.Order{}, keys: map[fsm.Key]string{},
+		outcomes: map[fsm.Key]fsm.Outcome{}, points: map[string]int64{},
+		failApply: map[int64]error{}, loseCompletion: map[int64]bool{}}
+}
+
+func (f *fakeDB) LoadOrder(_ context.Context, orderID string) (activities.LoadOrderResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.loads = append(f.loads, orderID)
+	res := activities.LoadOrderResult{Versions: map[int64]string{}}
+	if o, ok := f.orders[orderID]; ok {
+		res.Found, res.Order = true, o
+	}
+	for k, h := range f.keys {
+		if k.OrderID == orderID {
+			res.Versions[k.Version] = h
+		}
+	}
+	return res, nil
+}
+
+func (f *fakeDB) ApplyEvent(ctx context.Context, in activities.ApplyEventInput) (activities.ApplyEventResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e := in.Event
+	f.applies = append(f.applies, e.Key().String())
+	if err := f.failApply[e.Version]; err != nil {
+		return activities.ApplyEventResult{}, err
+	}
+	var cur *fsm.Order
+	if o, ok := f.orders[e.OrderID]; ok {
+		cur = &o
+	}
+	if h, ok := f.keys[e.Key()]; ok {
+		if h == e.ContentHash() {
+			d := fsm.Decision{Outcome: f.outcomes[e.Key()], Next: *cur}
+			return activities.ApplyEventResult{Decision: d, Repeat: true}, nil
+		}
+		return activities.ApplyEventResult{Decision: fsm.Decision{Outcome: fsm.Conflict, Next: *cur,
+			Reason: "conflict"}, Repeat: true}, nil
+	}
+	d := fsm.Decide(cur, e)
+	f.keys[e.Key()] = e.ContentHash()
+	f.outcomes[e.Key()] = d.Outcome
+	if d.Outcome == fsm.Applied {
+		f.orders[e.OrderID] = d.Next
+	}
+	if f.loseCompletion[e.Version] && activity.GetInfo(ctx).Attempt == 1 {
+		return activities.ApplyEventResult{}, errors.New("connection reset after commit")
+	}
+	return activities.ApplyEventResult{Decision: d}, nil
+}
+
+func (f *fakeDB) AwardPoints(_ context.Context, in activities.AwardPointsInput) (activities.AwardPointsResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.awards = append(f.awards, in)
+	k := in.OrderID + "/" + string(in.Kind)
+	if _, ok := f.points[k]; ok {
+		return activities.AwardPointsResult{}, nil
+	}
+	f.points[k] = in.Points
+	return activities.AwardPointsResult{Inserted: true}, nil
+}
+
+type harness struct {
+	t   *testing.T
+	env *testsuite.TestWorkflowEnvironment
+	db  *fakeDB
+	sa  []string
+}
+
+func newHarness(t *testing.T, orderID string) *harness {
+	t.Helper()
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	h := &harness{t: t, env: env, db: newFakeDB()}
+	env.RegisterWorkflowWithOptions(OrderWorkflow, workflow.RegisterOptions{Name: WorkflowType})
+	env.RegisterActivityWithOptions(h.db.LoadOrder, activity.RegisterOptions{Name: activities.NameLoadOrder})
+	env.RegisterActivityWithOptions(h.db.ApplyEvent, activity.RegisterOptions{Name: activities.NameApplyEvent})
+	env.RegisterActivityWithOptions(h.db.AwardPoints, activity.RegisterOptions{Name: activities.NameAwardPoints})
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: WorkflowID(orderID), TaskQueue: "test"})
+	env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
+		sa := args.Get(0).(temporal.SearchAttributes)
+		v, _ := sa.GetKeyword(OrderStatusKey)
+		h.sa = append(h.sa, v)
+	}).Return(nil)
+	env.SetTestTimeout(30 * time.Second)
+	return h
+}
+
+// send signals the events at the given offset from the start.
+func (h *harness) send(at time.Duration, events ...fsm.Event) {
+	h.env.RegisterDelayedCallback(func() {
+		for _, e := range events {
+			h.env.SignalWorkflow(SignalEvent, e)
+		}
+	}, at)
+}
+
+func (h *harness) query() State {
+	h.t.Helper()
+	v, err := h.env.QueryWorkflow(QueryState)
+	if err != nil {
+		h.t.Fatalf("query %s: %v", QueryState, err)
+	}
+	var s State
+	if err := v.Get(&s); err != nil {
+		h.t.Fatalf("decode state: %v", err)
+	}
+	return s
+}
+
+func (h *harness) run(in Input) Result {
+	h.t.Helper()
+	h.env.ExecuteWorkflow(WorkflowType, in)
+	if !h.env.IsWorkflowCompleted() {
+		h.t.Fatal("workflow did not complete")
+	}
+	if err := h.env.GetWorkflowError(); err != nil {
+		h.t.Fatalf("workflow error: %v", err)
+	}
+	var r Result
+	if err := h.env.GetWorkflowResult(&r); err != nil {
+		h.t.Fatalf("workflow result: %v", err)
+	}
+	return r
+}
+
+func ev(orderID string, v int64, s fsm.Status, amount int64) fsm.Event {
+	e := testEvent(orderID, v, s)
+	e.AmountCents = amount
+	return e
+}
+
+func lifecycle(orderID string, amount int64) []fsm.Event {
+	return []fsm.Event{
+		ev(orderID, 1, fsm.Created, amount), ev(orderID, 2, fsm.Paid, amount), ev(orderID, 3, fsm.Shipped, amount),
+		ev(orderID, 4, fsm.Delivered, amount), ev(orderID, 5, fsm.Completed, amount),
+	}
+}
+
+func params() Params { return Params{GracePeriod: time.Minute, IdleTimeout: time.Hour} }
+
+func TestInOrderLifecycle(t *testing.T) {
+	h := newHarness(t, "U-1")
+	events := lifecycle("U-1", 12345)
+	for i, e := range events {
+		h.send(time.Duration(i)*time.Second, e)
+	}
+	var mid State
+	h.env.RegisterDelayedCallback(func() { mid = h.query() }, 2500*time.Millisecond)
+	r := h.run(Input{Params: params()})
+
+	s := r.State
+	if r.Reason != ReasonGracePeriod || s.Order.Status != fsm.Completed || s.Order.Version != 5 || !s.Exists {
+		t.Fatalf("result = %s %s v%d", r.Reason, s.Order.Status, s.Order.Version)
+	}
+	if s.Points != 123 || s.Count(fsm.Applied) != 5 || s.Processed != 5 || len(s.Recorded) != 5 || s.Gaps != 0 {
+		t.Errorf("state = %+v", s)
+	}
+	if mid.Order.Status != fsm.Shipped || mid.Points != 123 || mid.Count(fsm.Applied) != 3 {
+		t.Errorf("state query mid-stream = %s v%d points %d", mid.Order.Status, mid.Order.Version, mid.Points)
+	}
+	if len(h.db.loads) != 1 || len(h.db.applies) != 5 {
+		t.Errorf("loads %v, applies %v", h.db.loads, h.db.applies)
+	}
+	if len(h.db.awards) != 1 || h.db.awards[0].Kind != fsm.Purchase || h.db.awards[0].Points != 123 || h.db.awards[0].Version != 2 {
+		t.Errorf("awards = %+v", h.db.awards)
+	}
+	want := []string{"CREATED", "PAID", "SHIPPED", "DELIVERED", "COMPLETED"}
+	if len(h.sa) != len(want) {
+		t.Fatalf("search attribute upserts = %v, want %v", h.sa, want)
+	}
+	for i := range want {
+		if h.sa[i] != want[i] {
+			t.Errorf("search attribute upserts = %v, want %v", h.sa, want)
+		}
+	}
+	// Completed at TerminalAt + GracePeriod (the last event came at 4s).
+	if got := h.env.Now().Sub(s.TerminalAt); got != time.Minute {
+		t.Errorf("completed %v after becoming terminal, want the grace period", got)
+	}
+}
+
+func TestReorderedWithDuplicates(t *testing.T) {
+	h := newHarness(t, "R-1")
+	e := lifecycle("R-1", 5000)
+	// v3 first (applied, gap), then v1 (stale), v3 again (duplicate, skipped),
+	// v2 (stale), v5 (applied, gap), v4 (stale), v5 again (duplicate).
+	h.send(0, e[2], e[0], e[2], e[1], e[4], e[3], e[4])
+	r := h.run(Input{Params: params()})
+	s := r.State
+	if s.Order.Status != fsm.Completed || s.Order.Version != 5 {
+		t.Fatalf("final %s v%d", s.Order.Status, s.Order.Version)
+	}
+	want := map[fsm.Outcome]int64{fsm.Applied: 2, fsm.Stale: 3, fsm.Duplicate: 2}
+	for o, n := range want {
+		if s.Count(o) != n {
+			t.Errorf("count %s = %d, want %d (counts %v)", o, s.Count(o), n, s.Counts)
+		}
+	}
+	if s.Gaps != 2 || s.Points != 50 || s.Processed != 7 {
+		t.Errorf("gaps %d points %d processed %d", s.Gaps, s.Points, s.Processed)
+	}
+	// Duplicates never reach the database; stale events do (audit).
+	if len(h.db.applies) != 5 || len(h.db.keys) != 5 {
+		t.Errorf("applies = %v", h.db.applies)
+	}
+	if len(h.db.awards) != 1 {
+		t.Errorf("awards = %+v", h.db.awards)
+	}
+}
+
+func TestCancelAfterPayRefunds(t *testing.T) {
+	h := newHarness(t, "C-1")
+	h.send(0, ev("C-1", 1, fsm.Created, 990), ev("C-1", 2, fsm.Paid, 990), ev("C-1", 3, fsm.Cancelled, 990))
+	// SHIPPED after CANCELLED is illegal even with a higher version.
+	h.send(10*time.Second, ev("C-1", 4, fsm.Shipped, 990))
+	r := h.run(Input{Params: params()})
+	s := r.State
+	if s.Order.Status != fsm.Cancelled || s.Order.Version != 3 || s.Points != 0 {
+		t.Fatalf("final %s v%d points %d", s.Order.Status, s.Order.Version, s.Points)
+	}
+	if s.Count(fsm.Illegal) != 1 || s.Count(fsm.Applied) != 3 {
+		t.Errorf("counts = %v", s.Counts)
+	}
+	if len(h.db.awards) != 2 || h.db.awards[0].Kind != fsm.Purchase || h.db.awards[0].Points != 9 ||
+		h.db.awards[1].Kind != fsm.Refund || h.db.awards[1].Points != -9 {
+		t.Errorf("awards = %+v", h.db.awards)
+	}
+	if _, ok := h.db.keys[fsm.Key{OrderID: "C-1", Version: 4}]; !ok {
+		t.Error("the illegal event was not recorded for the audit")
+	}
+}
+
+func TestConflictIsRecordedNotApplied(t *testing.T) {
+	h := newHarness(t, "K-1")
+	a := ev("K-1", 2, fsm.Paid, 1000)
+	b := ev("K-1", 2, fsm.Paid, 2000) // same key, other content
+	h.send(0, ev("K-1", 1, fsm.Created, 1000), a, b, b)
+	r := h.run(Input{Params: params()})
+	s := r.State
+	if s.Order.Version != 2 || s.Order.AmountCents != 1000 || s.Points != 10 {
+		t.Fatalf("final v%d amount %d points %d", s.Order.Version, s.Order.AmountCents, s.Points)
+	}
+	// Both conflicting copies reach the database (the dead letter counts
+	// every sighting); the recorded hash stays the first one.
+	if s.Count(fsm.Conflict) != 2 || s.Recorded[2] != a.ContentHash() {
+		t.Errorf("counts = %v, recorded = %v", s.Counts, s.Recorded[2])
+	}
+	if r.Reason != ReasonIdleTimeout {
+		t.Errorf("reason = %s, want %s", r.Reason, ReasonIdleTimeout)
+	}
+}
+
+func TestGracePeriodLateEventsDoNotReset(t *testing.T) {
+	h := newHarness(t, "G-1")
+	e := lifecycle("G-1", 100)
+	h.send(0, e[0], e[1], e[4])
+	// Late events within the grace period are handled; the period is not
+	// extended by them.
+	h.send(40*time.Second, e[3])
+	h.send(50*time.Second, ev("G-1", 6, fsm.Completed, 100))
+	r := h.run(Input{Params: params()})
+	s := r.State
+	if s.Count(fsm.Stale) != 1 || s.Count(fsm.Applied) != 4 || s.Order.Version != 6 {
+		t.Errorf("counts %v version %d", s.Counts, s.Order.Version)
+	}
+	if got := h.env.Now().Sub(s.TerminalAt); got != time.Minute {
+		t.Errorf("completed %v after becoming terminal, want exactly the grace period", got)
+	}
+	if s.LastEventAt.Sub(s.TerminalAt) != 50*time.Second {
+		t.Errorf("last event %v after terminal", s.LastEventAt.Sub(s.TerminalAt))
+	}
+}
+
+func TestIdleTimeoutResetsOnEvents(t *testing.T) {
+	h := newHarness(t, "I-1")
+	h.send(0, ev("I-1", 1, fsm.Created, 100))
+	h.send(40*time.Minute, ev("I-1", 2, fsm.Paid, 100))
+	start := h.env.Now()
+	r := h.run(Input{Params: params()})
+	if r.Reason != ReasonIdleTimeout || r.State.Order.Status != fsm.Paid {
+		t.Fatalf("result %s %s", r.Reason, r.State.Order.Status)
+	}
+	if got := h.env.Now().Sub(start); got != 100*time.Minute {
+		t.Errorf("completed after %v, want 40m + the 1h idle timeout", got)
+	}
+}
+
+func TestFreshRunRehydratesLateEventIsStale(t *testing.T) {
+	h := newHarness(t, "L-1")
+	// The previous run left the order COMPLETED at v5 with all keys recorded.
+	final := fsm.Decide(nil, ev("L-1", 5, fsm.Completed, 700)).Next
+	h.db.orders["L-1"] = final
+	for _, e := range lifecycle("L-1", 700) {
+		h.db.keys[e.Key()] = e.ContentHash()
+		h.db.outcomes[e.Key()] = fsm.Applied
+	}
+	h.db.points["L-1/purchase"] = 7
+	late := ev("L-1", 6, fsm.Shipped, 700) // illegal after COMPLETED
+	h.send(0, ev("L-1", 4, fsm.Delivered, 700), ev("L-1", 3, fsm.Shipped, 1), late)
+	r := h.run(Input{Params: params()})
+	s := r.State
+	if len(h.db.loads) != 1 || s.Runs != 1 {
+		t.Fatalf("loads = %v runs %d", h.db.loads, s.Runs)
+	}
+	// v4 is a recorded duplicate (skipped), v3 with other content a
+	// conflict, v6 illegal. Nothing changes.
+	if s.Count(fsm.Duplicate) != 1 || s.Count(fsm.Conflict) != 1 || s.Count(fsm.Illegal) != 1 {
+		t.Errorf("counts = %v", s.Counts)
+	}
+	// The fresh run confirms the purchase row once; it was already there.
+	if s.Order.Status != fsm.Completed || s.Order.Version != 5 || s.Points != 7 || len(h.db.awards) != 1 ||
+		len(h.db.points) != 1 || !s.PurchaseAwarded {
+		t.Errorf("final %s v%d points %d awards %v", s.Order.Status, s.Order.Version, s.Points, h.db.awards)
+	}
+	if len(h.sa) == 0 || h.sa[0] != "COMPLETED" {
+		t.Errorf("search attribute upserts = %v", h.sa)
+	}
+}
+
+func TestInvalidInputIsCountedNotFatal(t *testing.T) {
+	h := newHarness(t, "X-1")
+	// Retryable by itself: only the activity options make it final.
+	h.db.failApply[2] = temporal.NewApplicationError("bad event", ErrorTypeInvalidEvent)
+	bad := ev("X-1", 3, fsm.Paid, 100)
+	bad.UserID = 0 // breaks the contract: never reaches the database
+	other := ev("Y-9", 3, fsm.Paid, 100)
+	h.send(0, ev("X-1", 1, fsm.Created, 100), ev("X-1", 2, fsm.Paid, 100), bad, other, ev("X-1", 4, fsm.Paid, 100))
+	r := h.run(Input{Params: params()})
+	s := r.State
+	if s.Failed != 3 || s.Order.Version != 4 || s.Count(fsm.Applied) != 2 {
+		t.Errorf("failed %d version %d counts %v", s.Failed, s.Order.Version, s.Counts)
+	}
+	// The non-retryable failure was not retried.
+	n := 0
+	for _, k := range h.db.applies {
+		if k == "X-1@2" {
+			n++
+		}
+	}
+	if n != 1 || len(h.db.applies) != 3 {
+		t.Errorf("applies = %v", h.db.applies)
+	}
+}
+
+func TestLostCompletionUsesStoredOutcome(t *testing.T) {
+	h := newHarness(t, "P-1")
+	h.db.loseCompletion[2] = true
+	h.send(0, ev("P-1", 1, fsm.Created, 4200), ev("P-1", 2, fsm.Paid, 4200))
+	r := h.run(Input{Params: params()})
+	s := r.State
+	if s.Count(fsm.Applied) != 2 || s.Order.Status != fsm.Paid || s.Points != 42 {
+		t.Errorf("counts %v status %s points %d", s.Counts, s.Order.Status, s.Points)
+	}
+	if len(h.db.applies) != 3 || len(h.db.awards) != 1 {
+		t.Errorf("applies %v awards %+v", h.db.applies, h.db.awards)
+	}
+}
+
+func continuedInput(t *testing.T, err error) Input {
+	t.Helper()
+	var can *workflow.ContinueAsNewError
+	if !errors.As(err, &can) {
+		t.Fatalf("workflow error = %v, want continue-as-new", err)
+	}
+	if can.WorkflowType.Name != WorkflowType {
+		t.Errorf("continued as %s", can.WorkflowType.Name)
+	}
+	var in Input
+	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &in); err != nil {
+		t.Fatalf("decode continued input: %v", err)
+	}
+	if in.Carry == nil {
+		t.Fatal("continued without carried state")
+	}
+	return in
+}
+
+func TestContinueAsNewDrainsAndCarries(t *testing.T) {
+	h := newHarness(t, "N-1")
+	e := lifecycle("N-1", 300)
+	p := params()
+	p.MaxEventsPerRun = 2
+	// Five signals arrive together: the run reaches its limit after two,
+	// drains the other three, then continues as new.
+	h.send(time.Second, e[0], e[1], e[1], e[3], e[2])
+	h.env.ExecuteWorkflow(WorkflowType, Input{Params: p})
+	in := continuedInput(t, h.env.GetWorkflowError())
+	c := in.Carry
+	if c.Processed != 5 || c.Count(fsm.Applied) != 3 || c.Count(fsm.Duplicate) != 1 || c.Count(fsm.Stale) != 1 {
+		t.Errorf("carried processed %d counts %v", c.Processed, c.Counts)
+	}
+	if c.Order.Status != fsm.Delivered || c.Order.Version != 4 || c.Points != 3 || len(c.Recorded) != 4 || c.Runs != 1 {
+		t.Errorf("carried %s v%d points %d recorded %d runs %d", c.Order.Status, c.Order.Version, c.Points, len(c.Recorded), c.Runs)
+	}
+	if in.Params != p {
+		t.Errorf("carried params %+v, want %+v", in.Params, p)
+	}
+
+	// The next run starts from the carried state without loading it.
+	h2 := newHarness(t, "N-1")
+	in.Params.MaxEventsPerRun = 10
+	h2.send(time.Second, e[4], e[2])
+	r := h2.run(in)
+	s := r.State
+	if len(h2.db.loads) != 0 {
+		t.Errorf("continued run loaded the order: %v", h2.db.loads)
+	}
+	if s.Runs != 2 || s.Processed != 2 || s.Count(fsm.Applied) != 4 || s.Count(fsm.Duplicate) != 2 ||
+		s.Order.Status != fsm.Completed || s.Points != 3 {
+		t.Errorf("second run: runs %d processed %d counts %v status %s points %d",
+			s.Runs, s.Processed, s.Counts, s.Order.Status, s.Points)
+	}
+}
+
+func TestContinueAsNewWhenSuggested(t *testing.T) {
+	h := newHarness(t, "S-1")
+	h.env.SetContinueAsNewSuggested(true)
+	h.send(time.Second, ev("S-1", 1, fsm.Created, 100), ev("S-1", 2, fsm.Paid, 100))
+	h.env.ExecuteWorkflow(WorkflowType, Input{Params: params()})
+	in := continuedInput(t, h.env.GetWorkflowError())
+	if in.Carry.Processed != 2 || in.Carry.Order.Status != fsm.Paid {
+		t.Errorf("carried processed %d status %s", in.Carry.Processed, in.Carry.Order.Status)
+	}
+}
+
+func TestBadWorkflowID(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterWorkflowWithOptions(OrderWorkflow, workflow.RegisterOptions{Name: WorkflowType})
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "not-an-order"})
+	env.ExecuteWorkflow(WorkflowType, Input{})
+	if err := env.GetWorkflowError(); err == nil {
+		t.Fatal("workflow with a foreign ID succeeded")
+	}
+}
