@@ -1,0 +1,662 @@
+// Package check verifies the five invariants of DESIGN.md on the database
+// after a scenario (package scenario) has been published and consumed.
+//
+// Verify compares the database with a scenario's expected-state file:
+//
+//  1. exactly-once effects: one order_events row per business key, at most
+//     one points_ledger row per (order, kind), each order's points as the
+//     rule gives them, no effect for an order that was never published;
+//  2. monotonic state: each order's final status, version and amount are
+//     those of the highest-version published event, and the versions its
+//     applied events reached it by only increased;
+//  3. nothing lost: every published business key has its order_events row
+//     (with the published content), every bad message and every conflicting
+//     copy is in dead_letters;
+//  4. bad input parked, not fatal: every dead letter of the run has a reason
+//     of the right kind, and no valid event was parked;
+//  5. crash safety: 1–4 hold after whatever the run did to the processes
+//     (the checker cannot see the kills; the run that made them can).
+//
+// A conflict may be recorded either way round: whichever of the two contents
+// was consumed first is in order_events, the other in dead_letters.
+package check
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/orderflow/orderflow/fsm"
+	"github.com/orderflow/orderflow/scenario"
+)
+
+// maxDetails is how many failures of one invariant a report lists.
+const maxDetails = 10
+
+// Invariant is the verdict on one invariant.
+type Invariant struct {
+	Number int    `json:"number"`
+	Name   string `json:"name"`
+	// Failures lists the first failures found; Count counts them all.
+	Failures []string `json:"failures,omitempty"`
+	Count    int      `json:"count"`
+}
+
+// Pass reports whether the invariant held.
+func (i *Invariant) Pass() bool { return i.Count == 0 }
+
+func (i *Invariant) fail(format string, args ...any) {
+	i.Count++
+	if len(i.Failures) < maxDetails {
+		i.Failures = append(i.Failures, fmt.Sprintf(format, args...))
+	}
+}
+
+// Report is the outcome of Verify: what the database holds for the run, and
+// the verdict on each invariant.
+type Report struct {
+	Prefix         string `json:"prefix"`
+	ExpectedOrders int    `json:"expected_orders"`
+	// OrdersByStatus counts the run's orders rows by status.
+	OrdersByStatus map[string]int `json:"orders_by_status"`
+	// Points is the sum of the run's points_ledger rows; ExpectedPoints what
+	// the rule gives.
+	Points         int64 `json:"points"`
+	ExpectedPoints int64 `json:"expected_points"`
+	LedgerRows     int   `json:"ledger_rows"`
+	// EventsByOutcome counts the run's order_events rows by outcome.
+	EventsByOutcome map[string]int `json:"events_by_outcome"`
+	// Deliveries is the sum of times_seen over order_events: every delivery
+	// of a valid event that reached the database, repeats included.
+	Deliveries int64 `json:"deliveries"`
+	Gaps       int   `json:"gaps"`
+	// DeadLettersByReason counts the run's dead letters by the first word of
+	// their reason.
+	DeadLettersByReason map[string]int `json:"dead_letters_by_reason"`
+	Invariants          []*Invariant   `json:"invariants"`
+}
+
+// OK reports whether every invariant held.
+func (r *Report) OK() bool {
+	for _, i := range r.Invariants {
+		if !i.Pass() {
+			return false
+		}
+	}
+	return len(r.Invariants) > 0
+}
+
+// Failed returns the invariants that did not hold.
+func (r *Report) Failed() []*Invariant {
+	var out []*Invariant
+	for _, i := range r.Invariants {
+		if !i.Pass() {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// Write prints the report as a human-readable summary.
+func (r *Report) Write(w io.Writer) {
+	fmt.Fprintf(w, "run %s\n", r.Prefix)
+	total := 0
+	for _, n := range r.OrdersByStatus {
+		total += n
+	}
+	fmt.Fprintf(w, "  orders:       %d of %d expected; by status: %s\n", total, r.ExpectedOrders, formatCounts(r.OrdersByStatus, statusOrder))
+	fmt.Fprintf(w, "  points:       %d (expected %d) in %d ledger rows\n", r.Points, r.ExpectedPoints, r.LedgerRows)
+	events := 0
+	for _, n := range r.EventsByOutcome {
+		events += n
+	}
+	fmt.Fprintf(w, "  events:       %d business keys, %d deliveries, %d applied over a gap; by outcome: %s\n", events, r.Deliveries, r.Gaps, formatCounts(r.EventsByOutcome, outcomeOrder))
+	dl := 0
+	for _, n := range r.DeadLettersByReason {
+		dl += n
+	}
+	fmt.Fprintf(w, "  dead letters: %d; by reason: %s\n", dl, formatCounts(r.DeadLettersByReason, nil))
+	for _, inv := range r.Invariants {
+		verdict := "PASS"
+		if !inv.Pass() {
+			verdict = fmt.Sprintf("FAIL (%d)", inv.Count)
+		}
+		fmt.Fprintf(w, "  invariant %d, %-28s %s\n", inv.Number, inv.Name+":", verdict)
+		for _, f := range inv.Failures {
+			fmt.Fprintf(w, "      - %s\n", f)
+		}
+		if inv.Count > len(inv.Failures) {
+			fmt.Fprintf(w, "      ... and %d more\n", inv.Count-len(inv.Failures))
+		}
+	}
+	if r.OK() {
+		fmt.Fprintln(w, "verdict: PASS, all five invariants hold")
+	} else {
+		fmt.Fprintf(w, "verdict: FAIL, %d invariant(s) violated\n", len(r.Failed()))
+	}
+}
+
+var statusOrder = func() []string {
+	var s []string
+	for _, st := range fsm.Statuses {
+		s = append(s, string(st))
+	}
+	return s
+}()
+
+var outcomeOrder = func() []string {
+	var s []string
+	for _, o := range fsm.Outcomes {
+		s = append(s, string(o))
+	}
+	return s
+}()
+
+func formatCounts(m map[string]int, order []string) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	keys := make([]string, 0, len(m))
+	seen := map[string]bool{}
+	for _, k := range order {
+		if _, ok := m[k]; ok {
+			keys = append(keys, k)
+			seen[k] = true
+		}
+	}
+	var rest []string
+	for k := range m {
+		if !seen[k] {
+			rest = append(rest, k)
+		}
+	}
+	sort.Strings(rest)
+	keys = append(keys, rest...)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Rows as read from the database.
+type orderRow struct {
+	id                  string
+	user                int64
+	status              string
+	version, amount     int64
+	purchased, refunded bool
+	purchasePoints      int64
+}
+
+type eventRow struct {
+	orderID   string
+	version   int64
+	hash      string
+	outcome   string
+	gap       bool
+	timesSeen int64
+	firstSeen time.Time
+}
+
+type ledgerRow struct {
+	orderID string
+	kind    string
+	points  int64
+}
+
+type deadLetterRow struct {
+	id        int64
+	keys      string
+	body      []byte
+	reason    string
+	timesSeen int64
+}
+
+// snapshot is everything the database holds for one run.
+type snapshot struct {
+	orders      map[string]orderRow
+	events      map[fsm.Key][]eventRow
+	eventList   []eventRow
+	ledger      map[string][]ledgerRow
+	deadLetters []deadLetterRow
+}
+
+func load(ctx context.Context, db *sql.DB, prefix string) (*snapshot, error) {
+	s := &snapshot{orders: map[string]orderRow{}, events: map[fsm.Key][]eventRow{}, ledger: map[string][]ledgerRow{}}
+	like := prefix + "-"
+
+	rows, err := db.QueryContext(ctx, `SELECT order_id, user_id, status, version, amount_cents, purchased, purchase_points, refunded
+		FROM orders WHERE starts_with(order_id, $1)`, like)
+	if err != nil {
+		return nil, fmt.Errorf("check: read orders: %w", err)
+	}
+	for rows.Next() {
+		var o orderRow
+		if err := rows.Scan(&o.id, &o.user, &o.status, &o.version, &o.amount, &o.purchased, &o.purchasePoints, &o.refunded); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("check: read orders: %w", err)
+		}
+		s.orders[o.id] = o
+	}
+	if err := closeRows(rows); err != nil {
+		return nil, fmt.Errorf("check: read orders: %w", err)
+	}
+
+	rows, err = db.QueryContext(ctx, `SELECT order_id, version, content_hash, outcome, gap, times_seen, first_seen_at
+		FROM order_events WHERE starts_with(order_id, $1)`, like)
+	if err != nil {
+		return nil, fmt.Errorf("check: read order_events: %w", err)
+	}
+	for rows.Next() {
+		var e eventRow
+		if err := rows.Scan(&e.orderID, &e.version, &e.hash, &e.outcome, &e.gap, &e.timesSeen, &e.firstSeen); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("check: read order_events: %w", err)
+		}
+		k := fsm.Key{OrderID: e.orderID, Version: e.version}
+		s.events[k] = append(s.events[k], e)
+		s.eventList = append(s.eventList, e)
+	}
+	if err := closeRows(rows); err != nil {
+		return nil, fmt.Errorf("check: read order_events: %w", err)
+	}
+
+	rows, err = db.QueryContext(ctx, `SELECT order_id, kind, points FROM points_ledger WHERE starts_with(order_id, $1)`, like)
+	if err != nil {
+		return nil, fmt.Errorf("check: read points_ledger: %w", err)
+	}
+	for rows.Next() {
+		var l ledgerRow
+		if err := rows.Scan(&l.orderID, &l.kind, &l.points); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("check: read points_ledger: %w", err)
+		}
+		s.ledger[l.orderID] = append(s.ledger[l.orderID], l)
+	}
+	if err := closeRows(rows); err != nil {
+		return nil, fmt.Errorf("check: read points_ledger: %w", err)
+	}
+
+	// A run's dead letters carry its prefix in their keys (bad messages) or
+	// in their body (bad messages and conflicting events).
+	rows, err = db.QueryContext(ctx, `SELECT id, keys, body, reason, times_seen FROM dead_letters
+		WHERE starts_with(keys, $1) OR position(convert_to($1, 'UTF8') IN body) > 0`, like)
+	if err != nil {
+		return nil, fmt.Errorf("check: read dead_letters: %w", err)
+	}
+	for rows.Next() {
+		var d deadLetterRow
+		if err := rows.Scan(&d.id, &d.keys, &d.body, &d.reason, &d.timesSeen); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("check: read dead_letters: %w", err)
+		}
+		s.deadLetters = append(s.deadLetters, d)
+	}
+	if err := closeRows(rows); err != nil {
+		return nil, fmt.Errorf("check: read dead_letters: %w", err)
+	}
+	return s, nil
+}
+
+func closeRows(rows *sql.Rows) error {
+	err := rows.Err()
+	if cerr := rows.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Verify reads the run's rows from db and checks the five invariants against
+// exp. The error is only for failing to read the database; violated
+// invariants are in the report (see Report.OK).
+func Verify(ctx context.Context, db *sql.DB, exp *scenario.Expected) (*Report, error) {
+	if exp == nil || exp.Prefix == "" {
+		return nil, fmt.Errorf("check: expected state has no run prefix")
+	}
+	s, err := load(ctx, db, exp.Prefix)
+	if err != nil {
+		return nil, err
+	}
+	return judge(exp, s), nil
+}
+
+func judge(exp *scenario.Expected, s *snapshot) *Report {
+	r := &Report{
+		Prefix:              exp.Prefix,
+		ExpectedOrders:      len(exp.Orders),
+		OrdersByStatus:      map[string]int{},
+		EventsByOutcome:     map[string]int{},
+		DeadLettersByReason: map[string]int{},
+	}
+	inv1 := &Invariant{Number: 1, Name: "exactly-once effects"}
+	inv2 := &Invariant{Number: 2, Name: "monotonic state"}
+	inv3 := &Invariant{Number: 3, Name: "nothing lost"}
+	inv4 := &Invariant{Number: 4, Name: "bad input parked, not fatal"}
+	inv5 := &Invariant{Number: 5, Name: "crash safety"}
+	r.Invariants = []*Invariant{inv1, inv2, inv3, inv4, inv5}
+
+	// Summary figures.
+	for _, o := range s.orders {
+		r.OrdersByStatus[o.status]++
+	}
+	for _, e := range s.eventList {
+		r.EventsByOutcome[e.outcome]++
+		r.Deliveries += e.timesSeen
+		if e.gap {
+			r.Gaps++
+		}
+	}
+	for _, rows := range s.ledger {
+		for _, l := range rows {
+			r.Points += l.points
+			r.LedgerRows++
+		}
+	}
+	for _, d := range s.deadLetters {
+		r.DeadLettersByReason[reasonKind(d.reason)]++
+	}
+
+	expOrders := make(map[string]scenario.ExpectedOrder, len(exp.Orders))
+	for _, o := range exp.Orders {
+		expOrders[o.OrderID] = o
+		r.ExpectedPoints += o.Points
+	}
+
+	// 1. Exactly-once effects.
+	for k, rows := range s.events {
+		if len(rows) > 1 {
+			inv1.fail("business key %s has %d order_events rows", k, len(rows))
+		}
+	}
+	for _, id := range sortedKeys(s.ledger) {
+		rows := s.ledger[id]
+		byKind := map[string][]ledgerRow{}
+		var sum int64
+		for _, l := range rows {
+			byKind[l.kind] = append(byKind[l.kind], l)
+			sum += l.points
+		}
+		for kind, ls := range byKind {
+			if len(ls) > 1 {
+				inv1.fail("order %s has %d %s rows in points_ledger", id, len(ls), kind)
+			}
+		}
+		if _, ok := expOrders[id]; !ok {
+			inv1.fail("order %s has points_ledger rows but was never published", id)
+		}
+	}
+	for _, o := range exp.Orders {
+		checkPoints(inv1, o, s.ledger[o.OrderID])
+	}
+	for _, id := range sortedKeys(s.orders) {
+		if _, ok := expOrders[id]; !ok {
+			inv1.fail("order %s has an orders row but was never published", id)
+		}
+	}
+
+	// 2. Monotonic state.
+	applied := map[string][]eventRow{}
+	for _, e := range s.eventList {
+		if e.outcome == string(fsm.Applied) {
+			applied[e.orderID] = append(applied[e.orderID], e)
+		}
+	}
+	for _, o := range exp.Orders {
+		got, ok := s.orders[o.OrderID]
+		if !ok {
+			inv2.fail("order %s has no orders row (expected %s v%d)", o.OrderID, o.Status, o.Version)
+			continue
+		}
+		if got.status != string(o.Status) || got.version != o.Version || got.amount != o.AmountCents || got.user != o.UserID {
+			inv2.fail("order %s is %s v%d %d¢ user %d, expected %s v%d %d¢ user %d",
+				o.OrderID, got.status, got.version, got.amount, got.user, o.Status, o.Version, o.AmountCents, o.UserID)
+		}
+		evs := applied[o.OrderID]
+		sort.SliceStable(evs, func(a, b int) bool {
+			if !evs[a].firstSeen.Equal(evs[b].firstSeen) {
+				return evs[a].firstSeen.Before(evs[b].firstSeen)
+			}
+			return evs[a].version < evs[b].version
+		})
+		for i := 1; i < len(evs); i++ {
+			if evs[i].version <= evs[i-1].version {
+				inv2.fail("order %s applied v%d after v%d: its version decreased", o.OrderID, evs[i].version, evs[i-1].version)
+			}
+		}
+		if n := len(evs); n > 0 && evs[n-1].version != got.version {
+			inv2.fail("order %s is at v%d but its last applied event is v%d", o.OrderID, got.version, evs[n-1].version)
+		}
+	}
+
+	// 3. Nothing lost: every published business key is recorded with the
+	// published content; every bad message and conflicting copy is parked.
+	conflicts := map[fsm.Key]scenario.ExpectedConflict{}
+	for _, c := range exp.Conflicts {
+		conflicts[fsm.Key{OrderID: c.OrderID, Version: c.Version}] = c
+	}
+	published := map[fsm.Key]bool{}
+	for _, k := range exp.Keys {
+		key := k.Key()
+		published[key] = true
+		rows := s.events[key]
+		if len(rows) == 0 {
+			inv3.fail("event %s was published but has no order_events row", key)
+			continue
+		}
+		hash := rows[0].hash
+		if c, ok := conflicts[key]; ok {
+			if hash != c.Hashes[0] && hash != c.Hashes[1] {
+				inv3.fail("event %s is recorded with content %.12s, which neither conflicting copy has", key, hash)
+			}
+		} else if hash != k.Hash {
+			inv3.fail("event %s is recorded with content %.12s, published with %.12s", key, hash, k.Hash)
+		}
+	}
+	for _, k := range sortedEventKeys(s.events) {
+		if !published[k] {
+			inv3.fail("order_events has %s, which was never published", k)
+		}
+	}
+
+	// Match the dead letters to what was meant to be parked.
+	matched := make([]bool, len(s.deadLetters))
+	for _, b := range exp.Bad {
+		i := findBad(s.deadLetters, b)
+		if i < 0 {
+			inv3.fail("bad message %s (%s) is not in dead_letters", b.Token, describeBad(b))
+			continue
+		}
+		matched[i] = true
+		d := s.deadLetters[i]
+		if !reasonHasWord(d.reason, b.ReasonWords) {
+			inv4.fail("bad message %s (%s) is parked with reason %q, which mentions none of %v", b.Token, describeBad(b), d.reason, b.ReasonWords)
+		}
+	}
+	for _, c := range exp.Conflicts {
+		key := fsm.Key{OrderID: c.OrderID, Version: c.Version}
+		rows := s.events[key]
+		if len(rows) == 0 {
+			continue // reported above
+		}
+		other := c.Hashes[0]
+		if rows[0].hash == c.Hashes[0] {
+			other = c.Hashes[1]
+		}
+		found := false
+		for i, d := range s.deadLetters {
+			e, ok := parkedEvent(d.body)
+			if !ok || e.Key() != key || e.ContentHash() != other {
+				continue
+			}
+			matched[i], found = true, true
+			if !reasonHasWord(d.reason, scenario.ReasonWords["conflict"]) {
+				inv4.fail("conflicting copy of %s is parked with reason %q, which does not say conflict", key, d.reason)
+			}
+		}
+		if !found {
+			inv3.fail("conflicting copy of %s (content %.12s) is not in dead_letters", key, other)
+		}
+	}
+	for i, d := range s.deadLetters {
+		if matched[i] {
+			continue
+		}
+		if e, ok := parkedEvent(d.body); ok {
+			if _, pub := published[e.Key()]; pub {
+				if _, conflict := conflicts[e.Key()]; !conflict {
+					inv4.fail("valid event %s was parked in dead_letters (id %d) with reason %q", e.Key(), d.id, d.reason)
+					continue
+				}
+				if rows := s.events[e.Key()]; len(rows) > 0 && rows[0].hash == e.ContentHash() {
+					inv4.fail("event %s was both recorded and parked (dead letter %d, reason %q)", e.Key(), d.id, d.reason)
+					continue
+				}
+			}
+		}
+		inv4.fail("dead letter %d (keys %q, reason %q) matches no message the run published as bad", d.id, d.keys, d.reason)
+	}
+
+	for _, inv := range []*Invariant{inv1, inv2, inv3, inv4} {
+		if !inv.Pass() {
+			inv5.fail("invariant %d (%s) does not hold after the run", inv.Number, inv.Name)
+		}
+	}
+	return r
+}
+
+// checkPoints applies the points rule of DESIGN.md to one order's ledger
+// rows. The amount is the same at every paid status of a generated order, so
+// the purchase points do not depend on which paid event was applied first;
+// an order cancelled after payment ends with no rows or with a purchase and a
+// refund that cancel out, depending on delivery order.
+func checkPoints(inv *Invariant, o scenario.ExpectedOrder, rows []ledgerRow) {
+	var purchase, refund *ledgerRow
+	var sum int64
+	for i := range rows {
+		l := &rows[i]
+		sum += l.points
+		switch fsm.PointsKind(l.kind) {
+		case fsm.Purchase:
+			purchase = l
+		case fsm.Refund:
+			refund = l
+		default:
+			inv.fail("order %s has a points_ledger row of unknown kind %q", o.OrderID, l.kind)
+		}
+	}
+	if sum != o.Points {
+		inv.fail("order %s (%s) has %d points, expected %d", o.OrderID, o.Status, sum, o.Points)
+	}
+	if purchase != nil && purchase.points != o.PurchasePoints {
+		inv.fail("order %s purchase row has %d points, expected %d", o.OrderID, purchase.points, o.PurchasePoints)
+	}
+	if refund != nil && (purchase == nil || refund.points != -purchase.points) {
+		inv.fail("order %s refund row of %d points does not take back a purchase", o.OrderID, refund.points)
+	}
+	switch {
+	case o.Status.EarnsPurchase() && purchase == nil:
+		inv.fail("order %s is %s but has no purchase row", o.OrderID, o.Status)
+	case o.Status.EarnsPurchase() && refund != nil:
+		inv.fail("order %s is %s but has a refund row", o.OrderID, o.Status)
+	case o.Status == fsm.Cancelled && o.RefundPossible && (purchase == nil) != (refund == nil):
+		inv.fail("order %s was cancelled after payment but has a purchase row without a refund or the reverse", o.OrderID)
+	case !o.Status.EarnsPurchase() && !o.RefundPossible && len(rows) > 0:
+		inv.fail("order %s is %s and never paid, but has %d points_ledger rows", o.OrderID, o.Status, len(rows))
+	}
+}
+
+// findBad returns the index of the dead letter of bad message b, or -1.
+func findBad(dls []deadLetterRow, b scenario.BadMessage) int {
+	for i, d := range dls {
+		if d.keys == b.Token {
+			return i
+		}
+	}
+	for i, d := range dls {
+		sum := sha256.Sum256(d.body)
+		if hex.EncodeToString(sum[:]) == b.BodySHA256 || strings.Contains(string(d.body), `"`+b.Token+`"`) {
+			return i
+		}
+	}
+	return -1
+}
+
+func describeBad(b scenario.BadMessage) string {
+	if b.Field != "" {
+		return b.Kind + " " + b.Field
+	}
+	return b.Kind
+}
+
+// parkedEvent decodes the body of a dead letter that holds an event: the
+// event itself, or an object with it under "event".
+func parkedEvent(body []byte) (fsm.Event, bool) {
+	var e fsm.Event
+	if err := json.Unmarshal(body, &e); err == nil && e.OrderID != "" && e.Version > 0 {
+		return e, true
+	}
+	var wrapped struct {
+		Event fsm.Event `json:"event"`
+	}
+	if err := json.Unmarshal(body, &wrapped); err == nil && wrapped.Event.OrderID != "" && wrapped.Event.Version > 0 {
+		return wrapped.Event, true
+	}
+	return fsm.Event{}, false
+}
+
+func reasonHasWord(reason string, words []string) bool {
+	if strings.TrimSpace(reason) == "" {
+		return false
+	}
+	lower := strings.ToLower(reason)
+	for _, w := range words {
+		if strings.Contains(lower, strings.ToLower(w)) {
+			return true
+		}
+	}
+	return false
+}
+
+// reasonKind is the first word of a reason ("conflict", "malformed_json",
+// ...), for the summary.
+func reasonKind(reason string) string {
+	r := strings.TrimSpace(reason)
+	if i := strings.IndexAny(r, ": "); i > 0 {
+		r = r[:i]
+	}
+	if r == "" {
+		return "(empty)"
+	}
+	return r
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func sortedEventKeys(m map[fsm.Key][]eventRow) []fsm.Key {
+	out := make([]fsm.Key, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(a, b int) bool {
+		if out[a].OrderID != out[b].OrderID {
+			return out[a].OrderID < out[b].OrderID
+		}
+		return out[a].Version < out[b].Version
+	})
+	return out
+}
