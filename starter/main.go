@@ -18,7 +18,9 @@ import (
 	"io"
 	"os"
 
+	"github.com/orderflow/orderflow/check"
 	"github.com/orderflow/orderflow/internal/obs"
+	"github.com/orderflow/orderflow/scenario"
 )
 
 func main() {
@@ -35,8 +37,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
 		switch args[0] {
 		// Subcommands: each gets the arguments after its name.
-		// case "publish": sub = scenario.RunPublish
-		// case "check": sub = check.Run
+		case "publish":
+			sub = scenario.RunPublish
+		case "check":
+			sub = check.Run
 		}
 	}
 	if sub != nil {
