@@ -165,13 +165,14 @@ var missingFields = []string{"user_id", "status", "version", "occurred_at", "eve
 
 // ReasonWords lists, per bad-message kind, words of which a dead letter's
 // reason must contain at least one (case-insensitive) to count as the
-// right kind of reason.
+// right kind of reason: the problem, or the field at fault. (A
+// missing-field message's reason must name its missing field.)
 var ReasonWords = map[string][]string{
-	BadMalformedJSON: {"json", "decode", "malformed", "syntax", "parse", "unexpected"},
-	BadWrongType:     {"json", "decode", "type", "unmarshal", "version"},
+	BadMalformedJSON: {"json", "malformed", "syntax", "parse"},
+	BadWrongType:     {"version"},
 	BadInvalidStatus: {"status"},
 	BadOrderID:       {"order_id"},
-	BadOversize:      {"size", "large", "byte", "kib", "limit", "exceed", "oversize"},
+	BadOversize:      {"size", "large", "bytes", "limit", "exceed"},
 	"conflict":       {"conflict"},
 }
 
