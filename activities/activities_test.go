@@ -1,0 +1,369 @@
+package activities_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/orderflow/orderflow/activities"
+	"github.com/orderflow/orderflow/fsm"
+)
+
+func TestCancelAfterPayRefunds(t *testing.T) {
+	a, rec := newActivities(t)
+	id := orderID("cancel-after-pay")
+	deliver(t, a, event(id, 1, fsm.Created, 12_345))
+	paid := deliver(t, a, event(id, 2, fsm.Paid, 12_345))
+	if d := paid.Decision; d.Outcome != fsm.Applied || d.Points != fsm.Purchase || d.PointsDelta != 123 {
+		t.Fatalf("PAID: %+v", d)
+	}
+	cancel := deliver(t, a, event(id, 3, fsm.Cancelled, 12_345))
+	if d := cancel.Decision; d.Outcome != fsm.Applied || d.Points != fsm.Refund || d.PointsDelta != -123 {
+		t.Fatalf("CANCELLED: %+v", d)
+	}
+	l := ledger(t, a.DB, id)
+	if l["purchase"] != 123 || l["refund"] != -123 || len(l) != 2 {
+		t.Errorf("ledger %v, want purchase 123 and refund -123", l)
+	}
+	o, _ := loadOrderRow(t, a.DB, id)
+	if o.Status != "CANCELLED" || o.Version != 3 || !o.Purchased || !o.Refunded || o.PurchasePoints != 123 {
+		t.Errorf("order %+v", o)
+	}
+	if rec.outcome(fsm.Applied) != 3 || rec.points[fsm.Purchase] != 123 || rec.points[fsm.Refund] != -123 {
+		t.Errorf("metrics %+v %+v", rec.outcomes, rec.points)
+	}
+	checkInvariants(t, a.DB)
+}
+
+func TestCancelBeforePayAwardsNothing(t *testing.T) {
+	a, _ := newActivities(t)
+	id := orderID("cancel-before-pay")
+	deliver(t, a, event(id, 1, fsm.Created, 5_000))
+	d := deliver(t, a, event(id, 2, fsm.Cancelled, 5_000)).Decision
+	if d.Outcome != fsm.Applied || d.Points != fsm.PointsNone {
+		t.Fatalf("CANCELLED: %+v", d)
+	}
+	late := deliver(t, a, event(id, 3, fsm.Paid, 5_000)).Decision
+	if late.Outcome != fsm.Illegal {
+		t.Fatalf("PAID after CANCELLED: %+v", late)
+	}
+	if l := ledger(t, a.DB, id); len(l) != 0 {
+		t.Errorf("ledger %v, want none", l)
+	}
+	checkInvariants(t, a.DB)
+}
+
+func TestFirstSeenAtShippedPurchases(t *testing.T) {
+	a, _ := newActivities(t)
+	id := orderID("first-shipped")
+	d := deliver(t, a, event(id, 3, fsm.Shipped, 9_999)).Decision
+	if d.Outcome != fsm.Applied || !d.Gap || d.Points != fsm.Purchase || d.PointsDelta != 99 {
+		t.Fatalf("SHIPPED first: %+v", d)
+	}
+	for v, s := range map[int64]fsm.Status{1: fsm.Created, 2: fsm.Paid} {
+		if d := deliver(t, a, event(id, v, s, 9_999)).Decision; d.Outcome != fsm.Stale || d.Points != fsm.PointsNone {
+			t.Errorf("late %s: %+v", s, d)
+		}
+	}
+	if l := ledger(t, a.DB, id); l["purchase"] != 99 || len(l) != 1 {
+		t.Errorf("ledger %v", l)
+	}
+	rows := eventRows(t, a.DB, id)
+	if len(rows) != 3 || rows[1].Outcome != "stale" || rows[2].Outcome != "stale" || rows[3].Outcome != "applied" {
+		t.Errorf("order_events %+v", rows)
+	}
+	checkInvariants(t, a.DB)
+}
+
+func TestGap(t *testing.T) {
+	a, _ := newActivities(t)
+	id := orderID("gap")
+	deliver(t, a, event(id, 1, fsm.Created, 100))
+	d := deliver(t, a, event(id, 4, fsm.Delivered, 100)).Decision
+	if d.Outcome != fsm.Applied || !d.Gap || d.Points != fsm.Purchase {
+		t.Fatalf("jump to 4: %+v", d)
+	}
+	skipped := deliver(t, a, event(id, 2, fsm.Paid, 100)).Decision
+	if skipped.Outcome != fsm.Stale || !strings.Contains(skipped.Reason, "older") {
+		t.Fatalf("skipped version arriving late: %+v", skipped)
+	}
+	next := deliver(t, a, event(id, 5, fsm.Completed, 100)).Decision
+	if next.Outcome != fsm.Applied || next.Gap {
+		t.Fatalf("version 5: %+v", next)
+	}
+	rows := eventRows(t, a.DB, id)
+	if !rows[4].Gap || rows[5].Gap || rows[1].Gap {
+		t.Errorf("gap flags %+v", rows)
+	}
+	if o, _ := loadOrderRow(t, a.DB, id); o.Version != 5 || o.Status != "COMPLETED" {
+		t.Errorf("order %+v", o)
+	}
+	checkInvariants(t, a.DB)
+}
+
+func TestIllegal(t *testing.T) {
+	a, rec := newActivities(t)
+	id := orderID("illegal")
+	deliver(t, a, event(id, 1, fsm.Paid, 700))
+	deliver(t, a, event(id, 2, fsm.Cancelled, 700))
+	before, _ := loadOrderRow(t, a.DB, id)
+	d := deliver(t, a, event(id, 3, fsm.Shipped, 700)).Decision
+	if d.Outcome != fsm.Illegal || !strings.Contains(d.Reason, "CANCELLED -> SHIPPED") || d.Next.Status != fsm.Cancelled {
+		t.Fatalf("SHIPPED after CANCELLED: %+v", d)
+	}
+	after, _ := loadOrderRow(t, a.DB, id)
+	if after != before {
+		t.Errorf("illegal event changed the order: %+v -> %+v", before, after)
+	}
+	row := eventRows(t, a.DB, id)[3]
+	if row.Outcome != "illegal" || row.Reason != d.Reason || row.PointsKind != "" {
+		t.Errorf("order_events row %+v", row)
+	}
+	if rec.outcome(fsm.Illegal) != 1 {
+		t.Errorf("metrics %+v", rec.outcomes)
+	}
+	checkInvariants(t, a.DB)
+}
+
+// TestRetryAfterCommit replays ApplyEvent as Temporal does when the first
+// attempt committed but its completion was lost: the same outcome comes back
+// and nothing changes but the times-seen count.
+func TestRetryAfterCommit(t *testing.T) {
+	a, rec := newActivities(t)
+	ctx := context.Background()
+	id := orderID("retry")
+	deliver(t, a, event(id, 1, fsm.Created, 4_200))
+	paid := event(id, 2, fsm.Paid, 4_200)
+	first := deliver(t, a, paid)
+	orderBefore, _ := loadOrderRow(t, a.DB, id)
+
+	retried := paid
+	retried.EventID, retried.ProducerID, retried.Seq = "producer-retry", "p-9", 77 // tracing fields differ
+	for i := 2; i <= 3; i++ {
+		again, err := a.ApplyEvent(ctx, activities.ApplyEventInput{Event: retried})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !again.Repeat || first.Repeat {
+			t.Errorf("Repeat: first %v, retry %v", first.Repeat, again.Repeat)
+		}
+		f, g := first.Decision, again.Decision
+		if g.Outcome != f.Outcome || g.Gap != f.Gap || g.Points != f.Points || g.PointsDelta != f.PointsDelta ||
+			g.Reason != f.Reason || g.Next != f.Next {
+			t.Errorf("retry decision %+v, first %+v", g, f)
+		}
+		// The workflow awards the points again on a retry: still one row.
+		res, err := a.AwardPoints(ctx, activities.AwardPointsInput{OrderID: id, UserID: 42, Kind: g.Points, Points: g.PointsDelta, Version: 2})
+		if err != nil || res.Inserted {
+			t.Errorf("AwardPoints on retry: %+v %v", res, err)
+		}
+		if row := eventRows(t, a.DB, id)[2]; row.TimesSeen != i || row.EventID != paid.EventID || row.Outcome != "applied" {
+			t.Errorf("order_events row after %d deliveries: %+v", i, row)
+		}
+	}
+	if orderAfter, _ := loadOrderRow(t, a.DB, id); orderAfter != orderBefore {
+		t.Errorf("retry changed the order: %+v -> %+v", orderBefore, orderAfter)
+	}
+
+	// A retry after a later event: still the stored decision, Next is now.
+	deliver(t, a, event(id, 3, fsm.Shipped, 4_200))
+	late, err := a.ApplyEvent(ctx, activities.ApplyEventInput{Event: paid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !late.Repeat || late.Decision.Outcome != fsm.Applied || late.Decision.Points != fsm.Purchase ||
+		late.Decision.Next.Version != 3 || late.Decision.Next.Status != fsm.Shipped {
+		t.Errorf("retry after a later event: %+v", late)
+	}
+	// A stale event retried stays stale.
+	stale := event(id, 1, fsm.Created, 4_200)
+	stale.OccurredAt = stale.OccurredAt.Add(1) // sub-microsecond: same content
+	if r, err := a.ApplyEvent(ctx, activities.ApplyEventInput{Event: stale}); err != nil || !r.Repeat || r.Decision.Outcome != fsm.Applied {
+		t.Errorf("repeat of version 1 (first applied): %+v %v", r, err)
+	}
+	if l := ledger(t, a.DB, id); len(l) != 1 || l["purchase"] != 42 {
+		t.Errorf("ledger %v", l)
+	}
+	if rec.outcome(fsm.Duplicate) != 4 || rec.outcome(fsm.Applied) != 3 || rec.rows[fsm.Purchase] != 1 {
+		t.Errorf("metrics outcomes %v rows %v", rec.outcomes, rec.rows)
+	}
+	checkInvariants(t, a.DB)
+}
+
+func TestConflictIsParked(t *testing.T) {
+	a, rec := newActivities(t)
+	ctx := context.Background()
+	id := orderID("conflict")
+	deliver(t, a, event(id, 1, fsm.Created, 1_000))
+	deliver(t, a, event(id, 2, fsm.Paid, 1_000))
+	before, _ := loadOrderRow(t, a.DB, id)
+
+	for _, v := range []int64{2, 1} { // at the current version, and below it
+		bad := event(id, v, fsm.Paid, 999_999)
+		bad.EventID = "forged"
+		for i := 1; i <= 2; i++ { // the second is a retry of the same delivery
+			res, err := a.ApplyEvent(ctx, activities.ApplyEventInput{Event: bad})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := res.Decision
+			if d.Outcome != fsm.Conflict || !strings.HasPrefix(d.Reason, "conflict:") || d.Points != fsm.PointsNone ||
+				d.Next.Version != 2 || d.Next.AmountCents != 1_000 {
+				t.Fatalf("conflict at version %d: %+v", v, res)
+			}
+			if row := eventRows(t, a.DB, id)[v]; row.Conflicts != i || row.TimesSeen != 1 || row.EventID == "forged" {
+				t.Errorf("order_events row %+v after %d conflicting deliveries", row, i)
+			}
+		}
+		var dl []struct {
+			Topic, Keys, Tags, Reason string
+			Body                      []byte
+			TimesSeen                 int
+		}
+		if err := a.DB.Raw(`SELECT topic, keys, tags, reason, body, times_seen FROM dead_letters`).Scan(&dl).Error; err != nil {
+			t.Fatal(err)
+		}
+		var found bool
+		for _, r := range dl {
+			var e fsm.Event
+			if err := json.Unmarshal(r.Body, &e); err != nil {
+				t.Fatalf("dead letter body %q: %v", r.Body, err)
+			}
+			if e.Version != v {
+				continue
+			}
+			found = true
+			if e != bad || r.Topic != testTopic || r.Keys != id || r.Tags != "PAID" || r.TimesSeen != 2 ||
+				!strings.HasPrefix(r.Reason, "conflict: "+id+"@") {
+				t.Errorf("dead letter %+v (event %+v)", r, e)
+			}
+		}
+		if !found {
+			t.Errorf("no dead letter for the conflict at version %d", v)
+		}
+	}
+	if n := count(t, a.DB, "dead_letters"); n != 2 {
+		t.Errorf("%d dead letters, want 2", n)
+	}
+	if after, _ := loadOrderRow(t, a.DB, id); after != before {
+		t.Errorf("conflict changed the order: %+v -> %+v", before, after)
+	}
+	if rec.outcome(fsm.Conflict) != 4 {
+		t.Errorf("metrics %v", rec.outcomes)
+	}
+	checkInvariants(t, a.DB)
+}
+
+func TestLoadOrder(t *testing.T) {
+	a, _ := newActivities(t)
+	ctx := context.Background()
+	id := orderID("load")
+	res, err := a.LoadOrder(ctx, id)
+	if err != nil || res.Found || len(res.Versions) != 0 {
+		t.Fatalf("unknown order: %+v %v", res, err)
+	}
+	e1, e3, e2 := event(id, 1, fsm.Created, 250), event(id, 3, fsm.Paid, 250), event(id, 2, fsm.Paid, 250)
+	deliver(t, a, e1)
+	d := deliver(t, a, e3).Decision
+	deliver(t, a, e2) // stale, still recorded
+	res, err = a.LoadOrder(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Found || res.Order != d.Next {
+		t.Errorf("order %+v, want %+v", res.Order, d.Next)
+	}
+	want := map[int64]string{1: e1.ContentHash(), 2: e2.ContentHash(), 3: e3.ContentHash()}
+	if len(res.Versions) != 3 || res.Versions[1] != want[1] || res.Versions[2] != want[2] || res.Versions[3] != want[3] {
+		t.Errorf("versions %v, want %v", res.Versions, want)
+	}
+	// What LoadOrder returns is what Decide needs to judge the next event
+	// the same way the database does.
+	next := event(id, 4, fsm.Cancelled, 250)
+	if got, want := fsm.Decide(&res.Order, next), deliver(t, a, next).Decision; got != want {
+		t.Errorf("Decide on the loaded order %+v, ApplyEvent %+v", got, want)
+	}
+}
+
+func TestAwardPointsTwiceOneRow(t *testing.T) {
+	a, rec := newActivities(t)
+	ctx := context.Background()
+	id := orderID("award")
+	deliver(t, a, event(id, 1, fsm.Created, 100))
+	in := activities.AwardPointsInput{OrderID: id, UserID: 42, Kind: fsm.Purchase, Points: 0, Version: 1}
+	first, err := a.AwardPoints(ctx, in)
+	if err != nil || !first.Inserted {
+		t.Fatalf("first AwardPoints: %+v %v", first, err)
+	}
+	in.Points = 5 // a buggy caller: still never a second row; the first stays
+	second, err := a.AwardPoints(ctx, in)
+	if err != nil || second.Inserted {
+		t.Fatalf("second AwardPoints: %+v %v", second, err)
+	}
+	if l := ledger(t, a.DB, id); len(l) != 1 || l["purchase"] != 0 {
+		t.Errorf("ledger %v, want one purchase row of 0 points", l)
+	}
+	refund := activities.AwardPointsInput{OrderID: id, UserID: 42, Kind: fsm.Refund, Points: 0, Version: 2}
+	if r, err := a.AwardPoints(ctx, refund); err != nil || !r.Inserted {
+		t.Errorf("refund: %+v %v", r, err)
+	}
+	if rec.rows[fsm.Purchase] != 1 || rec.rows[fsm.Refund] != 1 {
+		t.Errorf("metrics rows %v", rec.rows)
+	}
+}
+
+func TestParkDeadLetterRepeatCounts(t *testing.T) {
+	a, _ := newActivities(t)
+	ctx := context.Background()
+	dl := activities.DeadLetter{Topic: "T", MessageID: "m-1", Keys: "o-1", Tags: "PAID",
+		Body: []byte(`{"order_id": 1`), Reason: "malformed JSON: unexpected end of input"}
+	first, err := a.ParkDeadLetter(ctx, dl)
+	if err != nil || !first.New || first.TimesSeen != 1 || first.ID == 0 {
+		t.Fatalf("first: %+v %v", first, err)
+	}
+	again := dl
+	again.MessageID = "m-2" // a producer retry: new message ID, same message
+	again.Reason = "another reason"
+	second, err := a.ParkDeadLetter(ctx, again)
+	if err != nil || second.New || second.TimesSeen != 2 || second.ID != first.ID || second.Fingerprint != first.Fingerprint {
+		t.Fatalf("repeat: %+v %v (first %+v)", second, err, first)
+	}
+	other := dl
+	other.Body = []byte(`{"order_id": 2`)
+	third, err := a.ParkDeadLetter(ctx, other)
+	if err != nil || !third.New || third.ID == first.ID {
+		t.Fatalf("other body: %+v %v", third, err)
+	}
+	var row struct {
+		MessageID string
+		Reason    string
+		TimesSeen int
+		Body      []byte
+	}
+	if err := a.DB.Raw(`SELECT message_id, reason, times_seen, body FROM dead_letters WHERE id = ?`, first.ID).Scan(&row).Error; err != nil {
+		t.Fatal(err)
+	}
+	if row.MessageID != "m-1" || row.Reason != dl.Reason || row.TimesSeen != 2 || string(row.Body) != string(dl.Body) {
+		t.Errorf("stored %+v", row)
+	}
+
+	// Raw bytes that are not text are stored, not refused.
+	odd := activities.DeadLetter{Keys: "bad\xff\x00key", Tags: "\xfe", Body: []byte{0, 0xff, 0xfe},
+		Reason: strings.Repeat("long reason ", 200)}
+	res, err := a.ParkDeadLetter(ctx, odd)
+	if err != nil || !res.New {
+		t.Fatalf("binary message: %+v %v", res, err)
+	}
+	var stored struct {
+		Keys   string
+		Reason string
+		Body   []byte
+	}
+	if err := a.DB.Raw(`SELECT keys, reason, body FROM dead_letters WHERE id = ?`, res.ID).Scan(&stored).Error; err != nil {
+		t.Fatal(err)
+	}
+	if stored.Keys != "bad\uFFFD\uFFFDkey" || len([]rune(stored.Reason)) != 1024 || string(stored.Body) != string(odd.Body) {
+		t.Errorf("stored %q / %d-character reason / %v", stored.Keys, len([]rune(stored.Reason)), stored.Body)
+	}
+}

@@ -1,0 +1,247 @@
+package activities_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"gorm.io/gorm"
+
+	"github.com/orderflow/orderflow/activities"
+	"github.com/orderflow/orderflow/fsm"
+	"github.com/orderflow/orderflow/internal/testenv"
+)
+
+// recorder counts what the activities report.
+type recorder struct {
+	mu       sync.Mutex
+	outcomes map[fsm.Outcome]int
+	points   map[fsm.PointsKind]int64
+	rows     map[fsm.PointsKind]int
+}
+
+func (r *recorder) ObserveOutcome(o fsm.Outcome) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.outcomes[o]++
+}
+
+func (r *recorder) ObservePoints(k fsm.PointsKind, n int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.points[k] += n
+	r.rows[k]++
+}
+
+func (r *recorder) outcome(o fsm.Outcome) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.outcomes[o]
+}
+
+const testTopic = "ORDER_EVENTS_TEST"
+
+func newActivities(t testing.TB) (*activities.Activities, *recorder) {
+	t.Helper()
+	db, _ := testenv.NewDatabase(t)
+	rec := &recorder{outcomes: map[fsm.Outcome]int{}, points: map[fsm.PointsKind]int64{}, rows: map[fsm.PointsKind]int{}}
+	return &activities.Activities{DB: db, Metrics: rec, Topic: testTopic}, rec
+}
+
+var orderSeq atomic.Int64
+
+// orderID returns an order ID unique within the test binary.
+func orderID(prefix string) string {
+	return fmt.Sprintf("%s-%d-%d", prefix, time.Now().UnixNano()%1e9, orderSeq.Add(1))
+}
+
+var base = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+
+func event(orderID string, version int64, status fsm.Status, amount int64) fsm.Event {
+	return fsm.Event{
+		EventID: fmt.Sprintf("ev-%s-%d", orderID, version), OrderID: orderID, UserID: 42,
+		Status: status, Version: version, AmountCents: amount,
+		OccurredAt: base.Add(time.Duration(version) * time.Second),
+	}
+}
+
+// deliver does what OrderWorkflow does with one event: ApplyEvent, then
+// AwardPoints when the decision moves points.
+func deliver(t testing.TB, a *activities.Activities, e fsm.Event) activities.ApplyEventResult {
+	t.Helper()
+	res, err := deliverErr(context.Background(), a, e)
+	if err != nil {
+		t.Fatalf("deliver %s %s: %v", e.Key(), e.Status, err)
+	}
+	return res
+}
+
+func deliverErr(ctx context.Context, a *activities.Activities, e fsm.Event) (activities.ApplyEventResult, error) {
+	res, err := a.ApplyEvent(ctx, activities.ApplyEventInput{Event: e})
+	if err != nil {
+		return res, err
+	}
+	d := res.Decision
+	if d.Outcome == fsm.Applied && d.Points != fsm.PointsNone {
+		_, err = a.AwardPoints(ctx, activities.AwardPointsInput{
+			OrderID: e.OrderID, UserID: e.UserID, Kind: d.Points, Points: d.PointsDelta, Version: e.Version,
+		})
+	}
+	return res, err
+}
+
+type orderRow struct {
+	UserID         int64
+	Status         string
+	Version        int64
+	AmountCents    int64
+	ContentHash    string
+	Purchased      bool
+	PurchasePoints int64
+	Refunded       bool
+	UpdatedAt      time.Time
+}
+
+func loadOrderRow(t testing.TB, db *gorm.DB, id string) (orderRow, bool) {
+	t.Helper()
+	var rows []orderRow
+	if err := db.Raw(`SELECT user_id, status, version, amount_cents, content_hash, purchased, purchase_points, refunded, updated_at
+		FROM orders WHERE order_id = ?`, id).Scan(&rows).Error; err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) == 0 {
+		return orderRow{}, false
+	}
+	return rows[0], true
+}
+
+type eventRow struct {
+	Version     int64
+	EventID     string
+	Status      string
+	ContentHash string
+	Outcome     string
+	Gap         bool
+	PointsKind  string
+	PointsDelta int64
+	Reason      string
+	TimesSeen   int
+	Conflicts   int
+}
+
+func eventRows(t testing.TB, db *gorm.DB, id string) map[int64]eventRow {
+	t.Helper()
+	var rows []eventRow
+	if err := db.Raw(`SELECT version, event_id, status, content_hash, outcome, gap, points_kind, points_delta, reason, times_seen, conflicts
+		FROM order_events WHERE order_id = ?`, id).Scan(&rows).Error; err != nil {
+		t.Fatal(err)
+	}
+	m := map[int64]eventRow{}
+	for _, r := range rows {
+		m[r.Version] = r
+	}
+	return m
+}
+
+// ledger returns the points rows of an order by kind.
+func ledger(t testing.TB, db *gorm.DB, id string) map[string]int64 {
+	t.Helper()
+	var rows []struct {
+		Kind   string
+		Points int64
+	}
+	if err := db.Raw(`SELECT kind, points FROM points_ledger WHERE order_id = ?`, id).Scan(&rows).Error; err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]int64{}
+	for _, r := range rows {
+		if _, dup := m[r.Kind]; dup {
+			t.Fatalf("order %s has two %s rows", id, r.Kind)
+		}
+		m[r.Kind] = r.Points
+	}
+	return m
+}
+
+func count(t testing.TB, db *gorm.DB, table string) int64 {
+	t.Helper()
+	var n int64
+	if err := db.Raw(`SELECT count(*) FROM ` + table).Scan(&n).Error; err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// checkInvariants checks DESIGN.md's database invariants on every order:
+// the points ledger agrees with the points due on the order row, and an
+// order's net points follow the rule.
+func checkInvariants(t testing.TB, db *gorm.DB) {
+	t.Helper()
+	var bad []struct {
+		OrderID string
+		Problem string
+	}
+	err := db.Raw(`
+		WITH l AS (
+			SELECT order_id,
+				max(points) FILTER (WHERE kind = 'purchase') AS purchase,
+				min(points) FILTER (WHERE kind = 'refund') AS refund,
+				sum(points) AS net
+			FROM points_ledger GROUP BY order_id)
+		SELECT o.order_id, CASE
+			WHEN o.purchased <> (l.purchase IS NOT NULL) THEN 'purchase row does not match purchased'
+			WHEN o.purchased AND l.purchase <> o.purchase_points THEN 'purchase row has the wrong points'
+			WHEN o.refunded <> (l.refund IS NOT NULL) THEN 'refund row does not match refunded'
+			WHEN o.refunded AND l.refund <> -o.purchase_points THEN 'refund differs from the purchase'
+			WHEN o.status = 'CANCELLED' AND coalesce(l.net, 0) <> 0 THEN 'cancelled order keeps points'
+			WHEN o.status IN ('PAID','SHIPPED','DELIVERED','COMPLETED') AND l.purchase IS NULL THEN 'paid order without purchase'
+			WHEN o.status IN ('PAID','SHIPPED','DELIVERED','COMPLETED') AND l.net <> o.purchase_points THEN 'paid order nets wrong points'
+			WHEN o.purchased AND o.purchase_points <> (
+				SELECT e.points_delta FROM order_events e WHERE e.order_id = o.order_id AND e.points_kind = 'purchase')
+				THEN 'purchase differs from its event'
+			END AS problem
+		FROM orders o LEFT JOIN l USING (order_id)
+		WHERE o.order_id IS NOT NULL`).Scan(&bad).Error
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range bad {
+		if b.Problem != "" {
+			t.Errorf("order %s: %s", b.OrderID, b.Problem)
+		}
+	}
+	var orphans int64
+	if err := db.Raw(`SELECT count(*) FROM points_ledger l LEFT JOIN orders o USING (order_id) WHERE o.order_id IS NULL`).Scan(&orphans).Error; err != nil {
+		t.Fatal(err)
+	}
+	if orphans != 0 {
+		t.Errorf("%d points rows without an order", orphans)
+	}
+}
+
+// wantNonRetryable checks err is a non-retryable application error of the
+// given type whose message contains every fragment.
+func wantNonRetryable(t testing.TB, err error, errType string, fragments ...string) {
+	t.Helper()
+	var ae *temporal.ApplicationError
+	if !errors.As(err, &ae) {
+		t.Fatalf("want a %s application error, got %v", errType, err)
+	}
+	if !ae.NonRetryable() || ae.Type() != errType {
+		t.Errorf("error %v: type %q non-retryable %v, want %q non-retryable", err, ae.Type(), ae.NonRetryable(), errType)
+	}
+	if !errors.Is(err, activities.ErrInvalidInput) {
+		t.Errorf("error %v does not wrap ErrInvalidInput", err)
+	}
+	for _, f := range fragments {
+		if !strings.Contains(err.Error(), f) {
+			t.Errorf("error %q does not say %q", err, f)
+		}
+	}
+}
