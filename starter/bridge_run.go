@@ -42,6 +42,8 @@ type bridgeConfig struct {
 	// RetryFor is how long one message is retried in-process (Temporal or
 	// PostgreSQL unreachable) before it is handed back to the broker.
 	RetryFor time.Duration
+	// AttemptTimeout bounds one attempt to deliver or park a message.
+	AttemptTimeout time.Duration
 	// MaxRetryDelayLevel caps the broker's redelivery delay level.
 	MaxRetryDelayLevel int
 	// Workflow are the parameters of the order workflows the bridge starts.
@@ -59,6 +61,7 @@ var bridgeSettings = []bridgeSetting{
 	{"BRIDGE_BATCH_SIZE", "batch-size", "1", "messages per consumer callback (a failure redelivers the whole batch)"},
 	{"BRIDGE_GRACE_PERIOD", "grace-period", "30s", "on SIGTERM, how long to wait for in-flight messages"},
 	{"BRIDGE_RETRY_FOR", "retry-for", "15s", "how long one message is retried in-process before it is handed back to the broker"},
+	{"BRIDGE_ATTEMPT_TIMEOUT", "attempt-timeout", "10s", "bound of one attempt to deliver an event to Temporal or park a message in PostgreSQL"},
 	{"BRIDGE_MAX_RETRY_DELAY_LEVEL", "max-retry-delay-level", "5", "cap of the broker's redelivery delay level (3=10s, 4=30s, 5=1m, 6=2m ...)"},
 	{"ORDERFLOW_WORKFLOW_GRACE_PERIOD", "workflow-grace-period", workflows.DefaultGracePeriod.String(), "how long a finished order's workflow waits for late events"},
 	{"ORDERFLOW_WORKFLOW_IDLE_TIMEOUT", "workflow-idle-timeout", workflows.DefaultIdleTimeout.String(), "how long an open order's workflow waits without events before it completes"},
@@ -110,6 +113,7 @@ func parseBridgeConfig(args []string, getenv func(string) string, out io.Writer)
 	cfg.BatchSize = intVal("batch-size", 1)
 	cfg.GracePeriod = durVal("grace-period")
 	cfg.RetryFor = durVal("retry-for")
+	cfg.AttemptTimeout = durVal("attempt-timeout")
 	cfg.MaxRetryDelayLevel = intVal("max-retry-delay-level", 1)
 	cfg.Workflow.GracePeriod = durVal("workflow-grace-period")
 	cfg.Workflow.IdleTimeout = durVal("workflow-idle-timeout")
@@ -160,6 +164,7 @@ func newBridge(cfg bridgeConfig, d bridgeDeps) (*Bridge, error) {
 	}
 	retry := defaultRetry
 	retry.For = cfg.RetryFor
+	retry.Attempt = cfg.AttemptTimeout
 	h := &handler{log: d.Log, deliver: d.Deliver, park: d.Park, metrics: m, retry: retry, now: time.Now}
 	b.consumer, err = mq.NewConsumer(mq.ConsumerConfig{
 		NameServer:         cfg.RocketMQNamesrv,
