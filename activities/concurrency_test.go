@@ -1,0 +1,203 @@
+package activities_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/orderflow/orderflow/activities"
+	"github.com/orderflow/orderflow/fsm"
+)
+
+// lifecycleArrows lists the lifecycle's transitions.
+var lifecycleArrows = map[fsm.Status][]fsm.Status{
+	fsm.Created:   {fsm.Paid, fsm.Cancelled},
+	fsm.Paid:      {fsm.Shipped, fsm.Cancelled},
+	fsm.Shipped:   {fsm.Delivered},
+	fsm.Delivered: {fsm.Completed},
+}
+
+// randomPath returns the events a producer publishes for one order: versions
+// 1..n from CREATED along random arrows, cancel branches and data updates
+// (same status, new amount) included.
+func randomPath(rng *rand.Rand, id string) []fsm.Event {
+	status, amount := fsm.Created, rng.Int64N(100_000)
+	var path []fsm.Event
+	for v := int64(1); ; v++ {
+		path = append(path, event(id, v, status, amount))
+		opts := lifecycleArrows[status]
+		switch r := rng.IntN(10); {
+		case len(opts) == 0 && r < 7, len(path) == 8, r == 9 && len(path) > 1:
+			return path
+		case r < 2 || len(opts) == 0:
+			amount = rng.Int64N(100_000)
+		default:
+			status = opts[rng.IntN(len(opts))]
+		}
+	}
+}
+
+// TestConcurrentDeliveries delivers the events of 200 orders, each event
+// three times, shuffled, from 32 goroutines: every order must end at its
+// highest version with one order_events row per business key and points per
+// the rule.
+func TestConcurrentDeliveries(t *testing.T) {
+	const (
+		orders     = 200
+		goroutines = 32
+		copies     = 3
+	)
+	a, rec := newActivities(t)
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x5eed))
+
+	paths := map[string][]fsm.Event{}
+	var deliveries []fsm.Event
+	for i := range orders {
+		id := fmt.Sprintf("conc-%d-%d", seed%1e6, i)
+		p := randomPath(rng, id)
+		paths[id] = p
+		for range copies {
+			deliveries = append(deliveries, p...)
+		}
+	}
+	rng.Shuffle(len(deliveries), func(i, j int) { deliveries[i], deliveries[j] = deliveries[j], deliveries[i] })
+	events := len(deliveries) / copies
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	work := make(chan fsm.Event)
+	errs := make(chan error, len(deliveries))
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for e := range work {
+				e.EventID = fmt.Sprintf("%s-%d", e.EventID, rand.Int()) // redeliveries differ in tracing only
+				res, err := deliverErr(ctx, a, e)
+				if err == nil && res.Repeat && res.Decision.Points != fsm.PointsNone {
+					// A repeat of an event that moved points: award again,
+					// as a workflow retrying after a lost completion would.
+					_, err = a.AwardPoints(ctx, activities.AwardPointsInput{OrderID: e.OrderID, UserID: e.UserID,
+						Kind: res.Decision.Points, Points: res.Decision.PointsDelta, Version: e.Version})
+				}
+				if err != nil {
+					errs <- fmt.Errorf("%s %s: %w", e.Key(), e.Status, err)
+				}
+			}
+		}()
+	}
+	for _, e := range deliveries {
+		work <- e
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	elapsed := time.Since(start)
+	t.Logf("%d deliveries of %d events of %d orders in %v (%.0f deliveries/s)",
+		len(deliveries), events, orders, elapsed, float64(len(deliveries))/elapsed.Seconds())
+
+	if n := count(t, a.DB, "orders"); n != orders {
+		t.Errorf("%d orders, want %d", n, orders)
+	}
+	if n := count(t, a.DB, "order_events"); n != int64(events) {
+		t.Errorf("%d order_events rows, want one per business key: %d", n, events)
+	}
+	if n := count(t, a.DB, "dead_letters"); n != 0 {
+		t.Errorf("%d dead letters, want none", n)
+	}
+	for id, p := range paths {
+		last := p[len(p)-1]
+		o, ok := loadOrderRow(t, a.DB, id)
+		if !ok || o.Version != last.Version || o.Status != string(last.Status) || o.ContentHash != last.ContentHash() {
+			t.Errorf("order %s ends at %+v, want %s@%d", id, o, last.Status, last.Version)
+		}
+		rows := eventRows(t, a.DB, id)
+		for _, e := range p {
+			r, ok := rows[e.Version]
+			if !ok || r.ContentHash != e.ContentHash() || r.TimesSeen != copies || r.Conflicts != 0 {
+				t.Errorf("order_events %s: %+v", e.Key(), r)
+			}
+			if r.Outcome == "illegal" {
+				t.Errorf("order_events %s: illegal on a valid path: %s", e.Key(), r.Reason)
+			}
+		}
+		if r := rows[last.Version]; r.Outcome != "applied" {
+			t.Errorf("highest version %s judged %s", last.Key(), r.Outcome)
+		}
+		l := ledger(t, a.DB, id)
+		switch {
+		case last.Status == fsm.Cancelled:
+			if l["purchase"]+l["refund"] != 0 {
+				t.Errorf("cancelled order %s nets %v", id, l)
+			}
+		case last.Status.EarnsPurchase():
+			if _, ok := l["purchase"]; !ok || len(l) != 1 {
+				t.Errorf("paid order %s: ledger %v", id, l)
+			}
+		default:
+			if len(l) != 0 {
+				t.Errorf("unpaid order %s: ledger %v", id, l)
+			}
+		}
+	}
+	checkInvariants(t, a.DB)
+	total := 0
+	for _, o := range fsm.Outcomes {
+		total += rec.outcome(o)
+	}
+	if total != len(deliveries) || rec.outcome(fsm.Duplicate) != events*(copies-1) {
+		t.Errorf("metrics: %v for %d deliveries of %d events", rec.outcomes, len(deliveries), events)
+	}
+}
+
+// TestConcurrentFirstEvents races every event of a new order at once: only
+// one may create the order, none may fail, the highest version wins.
+func TestConcurrentFirstEvents(t *testing.T) {
+	a, _ := newActivities(t)
+	ctx := context.Background()
+	for round := range 5 {
+		id := orderID(fmt.Sprintf("race%d", round))
+		statuses := []fsm.Status{fsm.Created, fsm.Created, fsm.Paid, fsm.Paid, fsm.Shipped, fsm.Shipped,
+			fsm.Delivered, fsm.Delivered, fsm.Completed, fsm.Completed}
+		var wg sync.WaitGroup
+		gate := make(chan struct{})
+		errs := make(chan error, len(statuses))
+		for i, s := range statuses {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-gate
+				if _, err := deliverErr(ctx, a, event(id, int64(i+1), s, 1_500)); err != nil {
+					errs <- err
+				}
+			}()
+		}
+		close(gate)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		o, _ := loadOrderRow(t, a.DB, id)
+		if o.Version != int64(len(statuses)) || o.Status != "COMPLETED" {
+			t.Errorf("order %s: %+v", id, o)
+		}
+		if l := ledger(t, a.DB, id); len(l) != 1 || l["purchase"] != 15 {
+			t.Errorf("order %s ledger %v", id, l)
+		}
+		if rows := eventRows(t, a.DB, id); len(rows) != len(statuses) {
+			t.Errorf("order %s: %d order_events rows", id, len(rows))
+		}
+	}
+	checkInvariants(t, a.DB)
+}
