@@ -3,10 +3,12 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/orderflow/orderflow/activities"
@@ -14,8 +16,15 @@ import (
 )
 
 // ErrorTypeInvalidEvent is the application error type of an activity
-// failure caused by invalid input; such failures are not retried.
-const ErrorTypeInvalidEvent = "InvalidEvent"
+// failure caused by an event that breaks the message contract; such
+// failures are not retried.
+const ErrorTypeInvalidEvent = activities.ErrTypeInvalidEvent
+
+// NonRetryableErrorTypes are the activity error types that are final: the
+// input is invalid, and trying again cannot help.
+var NonRetryableErrorTypes = []string{
+	activities.ErrTypeInvalidEvent, activities.ErrTypeInvalidInput, activities.ErrTypeUnknownOrder,
+}
 
 // OrderStatusKey is the typed key of the OrderStatus search attribute.
 var OrderStatusKey = temporal.NewSearchAttributeKeyKeyword(SearchAttributeOrderStatus)
@@ -31,9 +40,14 @@ func ActivityOptions() workflow.ActivityOptions {
 			BackoffCoefficient:     2,
 			MaximumInterval:        30 * time.Second,
 			MaximumAttempts:        0, // unlimited
-			NonRetryableErrorTypes: []string{ErrorTypeInvalidEvent},
+			NonRetryableErrorTypes: append([]string(nil), NonRetryableErrorTypes...),
 		},
 	}
+}
+
+// Register registers OrderWorkflow under its type name WorkflowType.
+func Register(r worker.WorkflowRegistry) {
+	r.RegisterWorkflowWithOptions(OrderWorkflow, workflow.RegisterOptions{Name: WorkflowType})
 }
 
 // OrderWorkflow is the durable serializer of one order's events. It handles
@@ -274,7 +288,7 @@ func (r *run) handle(e fsm.Event) error {
 			return err
 		}
 		r.state.Failed++
-		logger.Error("event could not be applied, ignored", "error", err)
+		logger.Error("event could not be applied, ignored", "invalid_input", isNonRetryable(err), "error", err)
 		return nil
 	}
 	d := res.Decision
@@ -302,7 +316,10 @@ func (r *run) handle(e fsm.Event) error {
 	}
 
 	switch d.Outcome {
-	case fsm.Stale, fsm.Illegal, fsm.Conflict:
+	case fsm.Stale:
+		logger.Info("stale event ignored", "outcome", d.Outcome, "reason", d.Reason,
+			"order_status", r.state.Order.Status, "order_version", r.state.Order.Version)
+	case fsm.Illegal, fsm.Conflict:
 		logger.Warn("event not applied", "outcome", d.Outcome, "reason", d.Reason,
 			"order_status", r.state.Order.Status, "order_version", r.state.Order.Version)
 	default:
@@ -379,9 +396,9 @@ func (r *run) upsertStatus() error {
 	return nil
 }
 
-// IsInvalidEvent reports whether err is an activity failure caused by
-// invalid input (application error type InvalidEvent).
-func IsInvalidEvent(err error) bool {
+// isNonRetryable reports whether err is an activity failure of one of the
+// NonRetryableErrorTypes.
+func isNonRetryable(err error) bool {
 	var appErr *temporal.ApplicationError
-	return errors.As(err, &appErr) && appErr.Type() == ErrorTypeInvalidEvent
+	return errors.As(err, &appErr) && slices.Contains(NonRetryableErrorTypes, appErr.Type())
 }

@@ -1,0 +1,191 @@
+package workflows_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/orderflow/orderflow/fsm"
+	"github.com/orderflow/orderflow/internal/testenv"
+	"github.com/orderflow/orderflow/workflows"
+	"github.com/orderflow/orderflow/workflows/workflowtest"
+)
+
+// TestStreamOnRealServices sends 100 orders' events, shuffled and
+// duplicated, through Deliver to an in-process worker on a fresh database:
+// the invariants hold on the tables and every state query agrees.
+func TestStreamOnRealServices(t *testing.T) {
+	c := testenv.RequireTemporal(t)
+	db, _ := testenv.NewDatabase(t)
+	sqlDB, err := db.DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tq := testenv.UniqueName("wf-stream")
+	workflowtest.StartWorker(t, c, tq, db)
+
+	sc := workflowtest.Scenario(t, testenv.UniqueName("wfs"), 100, 42)
+	t.Cleanup(func() { workflowtest.TerminateAll(c, &sc.Expected, "test finished") })
+
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if err := workflowtest.DeliverAll(ctx, c, tq, workflows.DefaultParams(), sc.Messages, 8, nil); err != nil {
+		t.Fatalf("deliver: %v", err)
+	}
+	delivered := time.Since(start)
+	rep := workflowtest.WaitSettled(t, sqlDB, &sc.Expected, 90*time.Second)
+	t.Logf("%d messages (%d events, %d duplicates, %d conflicts) for %d orders: delivered in %v, settled in %v; orders %v, outcomes %v, points %d",
+		sc.Expected.Counts.Messages, sc.Expected.Counts.Events, sc.Expected.Counts.Duplicates, sc.Expected.Counts.Conflicts,
+		len(sc.Expected.Orders), delivered.Round(time.Millisecond), time.Since(start).Round(time.Millisecond),
+		rep.OrdersByStatus, rep.EventsByOutcome, rep.Points)
+	workflowtest.CheckQueries(t, c, sqlDB, &sc.Expected)
+
+	// The OrderStatus search attribute is current (visibility is eventually
+	// consistent).
+	o := sc.Expected.Orders[0]
+	waitFor(t, 20*time.Second, func() error {
+		d, err := c.DescribeWorkflow(context.Background(), workflows.WorkflowID(o.OrderID), "")
+		if err != nil {
+			return err
+		}
+		got, _ := d.TypedSearchAttributes.GetKeyword(workflows.OrderStatusKey)
+		if got != string(o.Status) {
+			return errors.New("OrderStatus is " + got + ", want " + string(o.Status))
+		}
+		return nil
+	})
+}
+
+// TestLateEventAfterClose lets an order's workflow complete after a tiny
+// grace period, then delivers a late event: a fresh run rehydrates from
+// PostgreSQL, finds the event stale, and nothing changes.
+func TestLateEventAfterClose(t *testing.T) {
+	c := testenv.RequireTemporal(t)
+	db, _ := testenv.NewDatabase(t)
+	sqlDB, err := db.DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tq := testenv.UniqueName("wf-late")
+	workflowtest.StartWorker(t, c, tq, db)
+	orderID := testenv.UniqueName("late")
+	params := workflows.Params{GracePeriod: time.Second, IdleTimeout: time.Minute}
+	t.Cleanup(func() {
+		_ = c.TerminateWorkflow(context.Background(), workflows.WorkflowID(orderID), "", "test finished")
+	})
+
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	ev := func(v int64, s fsm.Status) fsm.Event {
+		return fsm.Event{EventID: orderID + "-" + string(s), OrderID: orderID, UserID: 11, Status: s, Version: v,
+			AmountCents: 25000, OccurredAt: at.Add(time.Duration(v) * time.Minute)}
+	}
+	ctx := context.Background()
+	// v2 (PAID) is delayed: the order goes CREATED -> SHIPPED (gap) -> COMPLETED.
+	for _, e := range []fsm.Event{ev(1, fsm.Created), ev(3, fsm.Shipped), ev(4, fsm.Delivered), ev(5, fsm.Completed)} {
+		if err := workflows.Deliver(ctx, c, tq, params, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := waitClosed(t, c, orderID, "")
+	var r1 workflows.Result
+	if err := c.GetWorkflow(ctx, workflows.WorkflowID(orderID), first).Get(ctx, &r1); err != nil {
+		t.Fatalf("first run result: %v", err)
+	}
+	if r1.Reason != workflows.ReasonGracePeriod || r1.State.Order.Status != fsm.Completed || r1.State.Points != 250 {
+		t.Fatalf("first run: %s %s points %d", r1.Reason, r1.State.Order.Status, r1.State.Points)
+	}
+	before := snapshot(t, sqlDB, orderID)
+
+	// The late v2, and a redelivery of v5.
+	if err := workflows.Deliver(ctx, c, tq, params, ev(2, fsm.Paid)); err != nil {
+		t.Fatal(err)
+	}
+	if err := workflows.Deliver(ctx, c, tq, params, ev(5, fsm.Completed)); err != nil {
+		t.Fatal(err)
+	}
+	second := waitClosed(t, c, orderID, first)
+	var r2 workflows.Result
+	if err := c.GetWorkflow(ctx, workflows.WorkflowID(orderID), second).Get(ctx, &r2); err != nil {
+		t.Fatalf("second run result: %v", err)
+	}
+	s := r2.State
+	if s.Runs != 1 || s.Count(fsm.Stale) != 1 || s.Count(fsm.Duplicate) != 1 || s.Count(fsm.Applied) != 0 {
+		t.Errorf("fresh run: runs %d counts %v", s.Runs, s.Counts)
+	}
+	if s.Order.Status != fsm.Completed || s.Order.Version != 5 || s.Points != 250 {
+		t.Errorf("fresh run state: %s v%d points %d", s.Order.Status, s.Order.Version, s.Points)
+	}
+	after := snapshot(t, sqlDB, orderID)
+	if after.status != before.status || after.version != before.version || after.points != before.points ||
+		after.ledgerRows != 1 || after.events != before.events+1 {
+		t.Errorf("tables changed: before %+v, after %+v", before, after)
+	}
+	var outcome string
+	if err := sqlDB.QueryRow(`SELECT outcome FROM order_events WHERE order_id = $1 AND version = 2`, orderID).Scan(&outcome); err != nil || outcome != "stale" {
+		t.Errorf("late event row: outcome %q, err %v", outcome, err)
+	}
+}
+
+type orderSnapshot struct {
+	status             string
+	version, points    int64
+	ledgerRows, events int
+}
+
+func snapshot(t *testing.T, db *sql.DB, orderID string) orderSnapshot {
+	t.Helper()
+	var s orderSnapshot
+	err := db.QueryRow(`SELECT o.status, o.version,
+			(SELECT coalesce(sum(points), 0) FROM points_ledger p WHERE p.order_id = o.order_id),
+			(SELECT count(*) FROM points_ledger p WHERE p.order_id = o.order_id),
+			(SELECT count(*) FROM order_events e WHERE e.order_id = o.order_id)
+		FROM orders o WHERE o.order_id = $1`, orderID).Scan(&s.status, &s.version, &s.points, &s.ledgerRows, &s.events)
+	if err != nil {
+		t.Fatalf("read order %s: %v", orderID, err)
+	}
+	return s
+}
+
+// waitClosed waits for the order's latest run, other than notRunID, to
+// complete, and returns its run ID.
+func waitClosed(t *testing.T, c client.Client, orderID, notRunID string) string {
+	t.Helper()
+	var runID string
+	waitFor(t, 60*time.Second, func() error {
+		d, err := c.DescribeWorkflowExecution(context.Background(), workflows.WorkflowID(orderID), "")
+		if err != nil {
+			return err
+		}
+		info := d.WorkflowExecutionInfo
+		runID = info.Execution.RunId
+		if runID == notRunID {
+			return errors.New("no new run yet")
+		}
+		if info.Status != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+			return errors.New("run " + runID + " is " + info.Status.String())
+		}
+		return nil
+	})
+	return runID
+}
+
+func waitFor(t *testing.T, limit time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up after %v: %v", limit, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
