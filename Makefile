@@ -3,11 +3,16 @@
 GO ?= go
 GOTEST_FLAGS ?= -race -p 2 -timeout 20m
 
-.PHONY: up down status test vet
+.PHONY: up down status test vet demo
 
 ## up: start PostgreSQL, Temporal (UI on :8233) and RocketMQ if not running
 up:
 	@scripts/stack.sh up
+
+## demo: start the stack, run the worker and the bridge, publish a demo
+## scenario and check the invariants; leaves everything running (make down stops it)
+demo: up
+	@scripts/demo.sh
 
 ## down: stop the local stack, keeping its data in .data/
 down:

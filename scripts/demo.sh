@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# demo.sh — the orderflow demo on the local stack (run by `make demo`, after
+# `make up`).
+#
+#   scripts/demo.sh          build and (re)start the worker and the bridge,
+#                            publish a demo scenario, check it, print the
+#                            outcome; exits non-zero if an invariant failed
+#   scripts/demo.sh stop     stop the worker and the bridge
+#   scripts/demo.sh status   print whether they run
+#
+# The worker and the bridge keep running after the demo, so that the Temporal
+# UI shows live orders; `make down` (or `scripts/demo.sh stop`) stops them.
+# Binaries, pid files and expected-state files live under
+# $ORDERFLOW_DATA/demo (default .data/demo), logs under $ORDERFLOW_DATA/logs.
+#
+# Tunables (environment): DEMO_ORDERS (200), DEMO_RATE (messages/s, 0 =
+# unlimited), DEMO_WAIT (how long the check waits to settle, 3m).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+DATA=${ORDERFLOW_DATA:-$ROOT/.data}
+DEMO=$DATA/demo
+BIN=$DEMO/bin
+LOGS=$DATA/logs
+ORDERS=${DEMO_ORDERS:-200}
+RATE=${DEMO_RATE:-0}
+WAIT=${DEMO_WAIT:-3m}
+UI=${TEMPORAL_UI:-http://127.0.0.1:8233}
+NAMESPACE=${TEMPORAL_NAMESPACE:-default}
+
+WORKER_PID=$DEMO/worker.pid
+BRIDGE_PID=$DEMO/bridge.pid
+WORKER_LOG=$LOGS/worker.log
+BRIDGE_LOG=$LOGS/bridge.log
+WORKER_METRICS=${ORDERFLOW_WORKER_METRICS_ADDR:-127.0.0.1:9090}
+BRIDGE_METRICS=${BRIDGE_METRICS_ADDR:-127.0.0.1:9091}
+
+say() { printf 'demo: %s\n' "$*"; }
+fail() {
+	echo "demo: FAILED $*" >&2
+	exit 1
+}
+
+# pid_alive PIDFILE BINARY: the pid in PIDFILE runs BINARY.
+pid_alive() {
+	local pid
+	[ -f "$1" ] || return 1
+	pid=$(cat "$1" 2>/dev/null) || return 1
+	[ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] || return 1
+	tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "$2"
+}
+
+# stop_one NAME PIDFILE BINARY: SIGTERM, wait up to 60 s, then SIGKILL.
+stop_one() {
+	local pid i
+	if ! pid_alive "$2" "$3"; then
+		rm -f "$2"
+		return 0
+	fi
+	pid=$(cat "$2")
+	kill -TERM "$pid" 2>/dev/null || true
+	for i in $(seq 1 600); do
+		[ -d "/proc/$pid" ] || break
+		sleep 0.1
+	done
+	if [ -d "/proc/$pid" ]; then kill -KILL "$pid" 2>/dev/null || true; fi
+	rm -f "$2"
+	say "$1 stopped"
+}
+
+stop_all() {
+	stop_one bridge "$BRIDGE_PID" "$BIN/starter"
+	stop_one worker "$WORKER_PID" "$BIN/worker"
+}
+
+status() {
+	local rc=0
+	if pid_alive "$WORKER_PID" "$BIN/worker"; then say "worker running, pid $(cat "$WORKER_PID"), log $WORKER_LOG"; else say "worker stopped" && rc=1; fi
+	if pid_alive "$BRIDGE_PID" "$BIN/starter"; then say "bridge running, pid $(cat "$BRIDGE_PID"), log $BRIDGE_LOG"; else say "bridge stopped" && rc=1; fi
+	return "$rc"
+}
+
+# http_ok URL: the URL answers 200.
+http_ok() {
+	local hostport=${1#http://} path
+	path=/${hostport#*/}
+	hostport=${hostport%%/*}
+	if command -v curl >/dev/null 2>&1; then
+		curl -fsS -o /dev/null --max-time 2 "$1"
+	else
+		timeout 3 bash -c "exec 3<>/dev/tcp/${hostport%:*}/${hostport##*:}; printf 'GET $path HTTP/1.0\r\nHost: x\r\n\r\n' >&3; head -n1 <&3 | grep -q ' 200 '"
+	fi
+}
+
+# start_one NAME PIDFILE LOG READY_URL COMMAND...: start COMMAND detached
+# and wait until READY_URL answers.
+start_one() {
+	local name=$1 pidfile=$2 log=$3 url=$4 i
+	shift 4
+	echo "=== $(date -u +%FT%TZ) starting $name" >>"$log"
+	setsid "$@" >>"$log" 2>&1 </dev/null &
+	echo $! >"$pidfile"
+	for i in $(seq 1 120); do
+		if http_ok "$url"; then
+			say "$name ready ($url), log $log"
+			return 0
+		fi
+		pid_alive "$pidfile" "$1" || fail "$name exited during start-up; see $log"
+		sleep 0.5
+	done
+	fail "$name not ready within 60s ($url); see $log"
+}
+
+demo() {
+	mkdir -p "$BIN" "$LOGS"
+	cd "$ROOT"
+	say "building worker and starter into $BIN"
+	go build -o "$BIN/worker" ./worker
+	go build -o "$BIN/starter" ./starter
+
+	# Restart whatever runs, so the demo runs the code just built.
+	stop_all
+	ORDERFLOW_WORKER_METRICS_ADDR=$WORKER_METRICS \
+		start_one worker "$WORKER_PID" "$WORKER_LOG" "http://$WORKER_METRICS/readyz" "$BIN/worker"
+	BRIDGE_METRICS_ADDR=$BRIDGE_METRICS \
+		start_one bridge "$BRIDGE_PID" "$BRIDGE_LOG" "http://$BRIDGE_METRICS/readyz" "$BIN/starter"
+
+	local prefix expected rc=0
+	prefix="demo-$(date -u +%Y%m%dT%H%M%S)-$RANDOM"
+	expected=$DEMO/expected-$prefix.json
+	say "publishing $ORDERS orders as run $prefix"
+	"$BIN/starter" publish -orders "$ORDERS" -prefix "$prefix" -rate "$RATE" \
+		-dup-rate 0.15 -reorder 0.3 -cancel-rate 0.2 -open-rate 0.1 -gap-rate 0.05 \
+		-conflicts 5 -bad 6 -out "$expected"
+	say "checking the invariants (waiting up to $WAIT for the run to settle)"
+	"$BIN/starter" check -expected "$expected" -wait "$WAIT" || rc=$?
+
+	echo
+	say "Temporal UI:      $UI/namespaces/$NAMESPACE/workflows"
+	say "an example order: $UI/namespaces/$NAMESPACE/workflows/order:$prefix-00000"
+	say "orders by status: $UI/namespaces/$NAMESPACE/workflows?query=OrderStatus%3D%22COMPLETED%22"
+	say "the worker and the bridge keep running (logs in $LOGS); stop everything with: make down"
+	if [ "$rc" -ne 0 ]; then
+		fail "an invariant did not hold (exit $rc); expected state in $expected"
+	fi
+}
+
+case ${1:-demo} in
+demo) demo ;;
+stop) stop_all ;;
+status) status ;;
+*)
+	echo "usage: $0 [demo|stop|status]" >&2
+	exit 2
+	;;
+esac
