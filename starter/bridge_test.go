@@ -1,0 +1,224 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/orderflow/orderflow/activities"
+	"github.com/orderflow/orderflow/fsm"
+	"github.com/orderflow/orderflow/internal/testenv"
+)
+
+// Valid messages become order_events rows through Temporal; invalid ones
+// become dead_letters rows with their reasons and do not hold up the valid
+// messages behind them in the same queue.
+func TestBridgeSignalsValidAndParksInvalid(t *testing.T) {
+	e := newEnv(t, 1) // one queue: bad messages sit in front of good ones
+	e.startWorker(t)
+	const orders = 8
+	e.terminate(t, orders)
+
+	missingUser := e.event(100, 1, fsm.Created)
+	raw, _ := json.Marshal(missingUser)
+	var m map[string]any
+	_ = json.Unmarshal(raw, &m)
+	delete(m, "user_id")
+	missingUserBody, _ := json.Marshal(m)
+	badStatusBody := strings.Replace(string(raw), `"CREATED"`, `"REFUNDED"`, 1)
+	oversizeBody := `{"pad":"` + strings.Repeat("x", 70000-10) + `"}`
+	bad := []struct{ body, keys, reason string }{
+		{`{"order_id": "o-1", "status": `, "o-1", "malformed_json: unexpected end of JSON input"},
+		{string(missingUserBody), missingUser.OrderID, "missing_field: user_id: is required"},
+		{badStatusBody, missingUser.OrderID, `invalid_field: status: "REFUNDED" is not a lifecycle state`},
+		{oversizeBody, "", "oversize: 70000 bytes > 65536"},
+		{`[1,2,3]`, "x", "not_object: body is a JSON array, want an object"},
+	}
+	for _, b := range bad {
+		e.publishRaw(t, []byte(b.body), b.keys, "PAID")
+	}
+	var want []fsm.Key
+	for n := 0; n < orders; n++ {
+		for v, s := range []fsm.Status{fsm.Created, fsm.Paid} {
+			ev := e.event(n, int64(v+1), s)
+			e.publish(t, ev)
+			want = append(want, ev.Key())
+		}
+	}
+	// A duplicate (producer retry) and a valid event whose key and tag
+	// disagree with the body: both are signalled, the body wins.
+	e.publish(t, e.event(0, 2, fsm.Paid))
+	odd := e.event(orders-1, 3, fsm.Shipped)
+	oddBody, _ := json.Marshal(odd)
+	e.publishRaw(t, oddBody, "some-other-order", "CANCELLED")
+	want = append(want, odd.Key())
+
+	b := startBridge(t, e.config(), temporalDeliver(e.tc, e.taskQueue, testParams), dbPark(&activities.Activities{DB: e.db}))
+	e.waitAccounted(t, want, len(bad), 90*time.Second)
+
+	dead := e.deadLetters(t)
+	for _, w := range bad {
+		r, ok := dead[w.body]
+		if !ok {
+			t.Errorf("no dead letter holds the body %.40q", w.body)
+			continue
+		}
+		if r.Reason != w.reason || r.Topic != e.topic || r.MessageID == "" || r.Keys != w.keys || r.Tags != "PAID" {
+			t.Errorf("dead letter %.40q: %+v, want reason %q, topic %s, keys %q, tag PAID", w.body, r, w.reason, e.topic, w.keys)
+		}
+	}
+	var status string
+	var version int64
+	if err := e.sqlDB.QueryRow(`SELECT status, version FROM orders WHERE order_id = $1`, odd.OrderID).Scan(&status, &version); err != nil {
+		t.Fatal(err)
+	}
+	if status != string(fsm.Shipped) || version != 3 {
+		t.Errorf("order %s is %s@%d, want SHIPPED@3 (the body is authoritative)", odd.OrderID, status, version)
+	}
+
+	// Every message is accounted for in the metrics, and the probes answer.
+	signalled := float64(len(want) + 1)
+	waitMetric(t, b.Addr(), `orderflow_bridge_messages_total{result="signalled"}`, signalled)
+	for series, v := range map[string]float64{
+		`orderflow_bridge_messages_total{result="parked"}`:         float64(len(bad)),
+		`orderflow_bridge_messages_total{result="retry"}`:          0,
+		`orderflow_bridge_rejections_total{reason="oversize"}`:     1,
+		`orderflow_bridge_rejections_total{reason="not_object"}`:   1,
+		`orderflow_bridge_envelope_mismatch_total{field="keys"}`:   1,
+		`orderflow_bridge_envelope_mismatch_total{field="tag"}`:    1,
+		`orderflow_bridge_event_latency_seconds_count`:             signalled,
+		`orderflow_bridge_store_latency_seconds_count`:             signalled + float64(len(bad)),
+		`orderflow_bridge_in_flight`:                               0,
+		`orderflow_bridge_attempt_errors_total{target="temporal"}`: 0,
+	} {
+		if got := metric(t, b.Addr(), series); got != v {
+			t.Errorf("%s = %v, want %v", series, got, v)
+		}
+	}
+	if got := metric(t, b.Addr(), fmt.Sprintf(`orderflow_bridge_consumer_lag{topic=%q}`, e.topic)); got != 0 {
+		t.Errorf("consumer lag on %s = %v, want 0 once everything is consumed", e.topic, got)
+	}
+	if s := httpStatus(t, "http://"+b.Addr()+"/healthz"); s != 200 {
+		t.Errorf("/healthz = %d", s)
+	}
+	if s := httpStatus(t, "http://"+b.Addr()+"/readyz"); s != 200 {
+		t.Errorf("/readyz = %d", s)
+	}
+	if err := b.Stop(); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if s := httpStatusErr("http://" + b.Addr() + "/healthz"); s == 200 {
+		t.Errorf("/healthz still answers after Stop")
+	}
+}
+
+func waitMetric(t *testing.T, addr, series string, want float64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := metric(t, addr, series)
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s = %v, want %v", series, got, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// httpStatusErr is the status of GET url, or 0 when nothing answers.
+func httpStatusErr(url string) int {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// Temporal and PostgreSQL unreachable from the bridge: nothing is acked,
+// nothing is parked wrongly, and once they are back every message arrives.
+func TestBridgeOutageLosesNothing(t *testing.T) {
+	e := newEnv(t, 2)
+	e.startWorker(t)
+	const orders = 6
+	e.terminate(t, orders)
+
+	temporalProxy := newProxy(t, testenv.TemporalAddress(), false)
+	pgAddr := pgHostPort(t, e.dsn)
+	pgProxy := newProxy(t, pgAddr, false)
+
+	cfg := e.config()
+	cfg.TemporalAddress = temporalProxy.addr()
+	tc, err := client.NewLazyClient(client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace,
+		Logger: testenv.QuietTemporalLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	parkDB := openDB(t, strings.Replace(e.dsn, pgAddr, pgProxy.addr(), 1))
+
+	b := startBridge(t, cfg, temporalDeliver(tc, e.taskQueue, testParams), dbPark(&activities.Activities{DB: parkDB}))
+	var want []fsm.Key
+	for n := 0; n < orders; n++ {
+		for v, s := range []fsm.Status{fsm.Created, fsm.Paid, fsm.Shipped} {
+			ev := e.event(n, int64(v+1), s)
+			e.publish(t, ev)
+			want = append(want, ev.Key())
+		}
+	}
+	badBodies := []string{`{"broken`, `{"order_id":"x"}`}
+	for _, body := range badBodies {
+		e.publishRaw(t, []byte(body), "x", "")
+	}
+	total := float64(len(want) + len(badBodies))
+
+	// Every message is tried, fails and is handed back, some more than once.
+	deadline := time.Now().Add(60 * time.Second)
+	for metric(t, b.Addr(), `orderflow_bridge_messages_total{result="retry"}`) < 2*total {
+		if time.Now().After(deadline) {
+			t.Fatalf("messages were not retried during the outage: retry = %v",
+				metric(t, b.Addr(), `orderflow_bridge_messages_total{result="retry"}`))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for series, v := range map[string]float64{
+		`orderflow_bridge_messages_total{result="signalled"}`: 0,
+		`orderflow_bridge_messages_total{result="parked"}`:    0,
+	} {
+		if got := metric(t, b.Addr(), series); got != v {
+			t.Fatalf("during the outage %s = %v, want %v", series, got, v)
+		}
+	}
+	if n := len(e.recordedKeys(t)); n != 0 {
+		t.Fatalf("%d order_events rows during the Temporal outage", n)
+	}
+	if n := len(e.deadLetters(t)); n != 0 {
+		t.Fatalf("%d dead letters during the PostgreSQL outage", n)
+	}
+	if s := httpStatus(t, "http://"+b.Addr()+"/readyz"); s == 200 {
+		t.Errorf("/readyz = 200 while Temporal is unreachable")
+	}
+
+	temporalProxy.setUp(true)
+	pgProxy.setUp(true)
+	e.waitAccounted(t, want, len(badBodies), 90*time.Second)
+	dead := e.deadLetters(t)
+	for _, body := range badBodies {
+		if _, ok := dead[body]; !ok {
+			t.Errorf("bad message %q not parked", body)
+		}
+	}
+	waitMetric(t, b.Addr(), `orderflow_bridge_messages_total{result="signalled"}`, float64(len(want)))
+	waitMetric(t, b.Addr(), `orderflow_bridge_messages_total{result="parked"}`, float64(len(badBodies)))
+	t.Logf("outage: %v retries, %v failed attempts to Temporal, %v to PostgreSQL",
+		metric(t, b.Addr(), `orderflow_bridge_messages_total{result="retry"}`),
+		metric(t, b.Addr(), `orderflow_bridge_attempt_errors_total{target="temporal"}`),
+		metric(t, b.Addr(), `orderflow_bridge_attempt_errors_total{target="postgres"}`))
+}

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orderflow/orderflow/config"
+)
+
+func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestParseBridgeConfigDefaults(t *testing.T) {
+	for _, s := range config.Settings {
+		t.Setenv(s.Env, "")
+	}
+	cfg, err := parseBridgeConfig(nil, envOf(nil), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.MetricsAddr != ":9091" || cfg.Concurrency != 16 || cfg.BatchSize != 1 || cfg.GracePeriod != 30*time.Second ||
+		cfg.RetryFor != 15*time.Second || cfg.AttemptTimeout != 10*time.Second || cfg.MaxRetryDelayLevel != 5 ||
+		cfg.Workflow.GracePeriod != 5*time.Minute || cfg.Workflow.IdleTimeout != 24*time.Hour || cfg.Workflow.MaxEventsPerRun != 0 {
+		t.Fatalf("defaults: %+v", cfg)
+	}
+	if cfg.Topic != "ORDER_EVENTS" || cfg.ConsumerGroup != "orderflow-bridge" {
+		t.Fatalf("shared defaults: %+v", cfg.Config)
+	}
+}
+
+func TestParseBridgeConfigEnvThenFlags(t *testing.T) {
+	t.Setenv("ORDERFLOW_TOPIC", "FROM_ENV")
+	e := envOf(map[string]string{"BRIDGE_CONCURRENCY": "3", "BRIDGE_GRACE_PERIOD": "7s", "BRIDGE_METRICS_ADDR": "127.0.0.1:0"})
+	cfg, err := parseBridgeConfig([]string{"-concurrency", "5", "-consumer-group", "g2"}, e, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Concurrency != 5 || cfg.GracePeriod != 7*time.Second || cfg.MetricsAddr != "127.0.0.1:0" ||
+		cfg.Topic != "FROM_ENV" || cfg.ConsumerGroup != "g2" {
+		t.Fatalf("config: %+v", cfg)
+	}
+}
+
+func TestParseBridgeConfigErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		env  map[string]string
+		want []string
+	}{
+		{[]string{"-concurrency", "0"}, nil, []string{`-concurrency: "0" is not an integer >= 1`}},
+		{nil, map[string]string{"BRIDGE_BATCH_SIZE": "many"}, []string{`-batch-size: "many"`}},
+		{[]string{"-grace-period", "soon", "-retry-for", "-1s"}, nil, []string{`-grace-period: "soon" is not a positive duration`, `-retry-for: "-1s"`}},
+		{[]string{"-max-retry-delay-level", "19"}, nil, []string{"above the broker's 18 levels"}},
+		{[]string{"-topic", ""}, nil, []string{"-topic must not be empty"}},
+		{[]string{"publsh"}, nil, []string{`unexpected argument "publsh"`}},
+		{[]string{"-no-such-flag"}, nil, []string{"flag provided but not defined"}},
+	} {
+		_, err := parseBridgeConfig(c.args, envOf(c.env), &bytes.Buffer{})
+		if err == nil {
+			t.Errorf("parseBridgeConfig(%v, %v) succeeded", c.args, c.env)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("parseBridgeConfig(%v, %v) = %v, want it to mention %q", c.args, c.env, err, w)
+			}
+		}
+	}
+}
+
+func TestHelpListsEveryFlagWithItsVariable(t *testing.T) {
+	var out bytes.Buffer
+	_, err := parseBridgeConfig([]string{"-h"}, envOf(nil), &out)
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h: %v", err)
+	}
+	for _, s := range bridgeSettings {
+		if !strings.Contains(out.String(), "-"+s.flag) || !strings.Contains(out.String(), s.env) {
+			t.Errorf("help lacks -%s / %s:\n%s", s.flag, s.env, out.String())
+		}
+	}
+	if !strings.Contains(out.String(), "DATABASE_URL") {
+		t.Errorf("help lacks the shared settings:\n%s", out.String())
+	}
+}
+
+func TestRunExitCodes(t *testing.T) {
+	var stderr bytes.Buffer
+	if code := run([]string{"-concurrency", "x"}, &bytes.Buffer{}, &stderr); code != 2 {
+		t.Errorf("bad flag: exit %d, want 2", code)
+	}
+	if !strings.Contains(stderr.String(), "-concurrency") {
+		t.Errorf("bad flag: stderr %q does not name the flag", stderr.String())
+	}
+	if code := run([]string{"-h"}, &bytes.Buffer{}, &bytes.Buffer{}); code != 0 {
+		t.Errorf("-h: exit %d, want 0", code)
+	}
+}

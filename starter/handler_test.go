@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/orderflow/orderflow/activities"
+	"github.com/orderflow/orderflow/fsm"
+)
+
+const goodBody = `{"event_id":"e1","order_id":"o-1","user_id":3,"status":"PAID","version":2,"amount_cents":500,"occurred_at":"2025-01-02T03:04:05Z"}`
+
+func testHandler(t *testing.T, deliver DeliverFunc, park ParkFunc) *handler {
+	t.Helper()
+	m, err := newBridgeMetrics(prometheus.NewRegistry(), newConsumerStats(func() consumerSource { return nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &handler{log: slog.New(slog.NewTextHandler(io.Discard, nil)), deliver: deliver, park: park, metrics: m,
+		retry: retryPolicy{For: 300 * time.Millisecond, Attempt: 100 * time.Millisecond, Initial: 20 * time.Millisecond, Max: 50 * time.Millisecond},
+		now:   time.Now}
+}
+
+func msg(body string) *primitive.MessageExt {
+	m := &primitive.MessageExt{MsgId: "MSG1", StoreTimestamp: time.Now().Add(-time.Second).UnixMilli()}
+	m.Topic = "T"
+	m.Body = []byte(body)
+	m.WithKeys([]string{"o-1"})
+	m.WithTag("PAID")
+	return m
+}
+
+func noPark(t *testing.T) ParkFunc {
+	return func(context.Context, activities.DeadLetter) error {
+		t.Error("a valid message was parked")
+		return nil
+	}
+}
+
+func noDeliver(t *testing.T) DeliverFunc {
+	return func(context.Context, fsm.Event) error {
+		t.Error("an invalid message was delivered")
+		return nil
+	}
+}
+
+func TestHandlerRetriesThenAcks(t *testing.T) {
+	var calls atomic.Int32
+	h := testHandler(t, func(_ context.Context, e fsm.Event) error {
+		if e.OrderID != "o-1" || e.Version != 2 {
+			t.Errorf("delivered %+v", e)
+		}
+		if calls.Add(1) < 3 {
+			return errors.New("unavailable")
+		}
+		return nil
+	}, noPark(t))
+	if err := h.handle(context.Background(), msg(goodBody)); err != nil {
+		t.Fatalf("handle: %v", err)
+	}
+	if calls.Load() != 3 {
+		t.Fatalf("%d delivery attempts, want 3", calls.Load())
+	}
+	if v := counterValue(t, h.metrics.messages.WithLabelValues(resultSignalled)); v != 1 {
+		t.Fatalf("signalled = %v", v)
+	}
+	if v := counterValue(t, h.metrics.attemptErrors.WithLabelValues(targetTemporal)); v != 2 {
+		t.Fatalf("temporal attempt errors = %v", v)
+	}
+}
+
+func TestHandlerGivesUpWithoutAck(t *testing.T) {
+	var calls atomic.Int32
+	h := testHandler(t, func(ctx context.Context, _ fsm.Event) error {
+		calls.Add(1)
+		<-ctx.Done() // each attempt runs into its timeout
+		return ctx.Err()
+	}, noPark(t))
+	start := time.Now()
+	err := h.handle(context.Background(), msg(goodBody))
+	if err == nil {
+		t.Fatal("handle acked a message Temporal never accepted")
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("handle took %s, beyond its retry budget", d)
+	}
+	if calls.Load() < 2 {
+		t.Fatalf("%d attempts, want retries", calls.Load())
+	}
+	if v := counterValue(t, h.metrics.messages.WithLabelValues(resultRetry)); v != 1 {
+		t.Fatalf("retry = %v", v)
+	}
+}
+
+func TestHandlerStopsRetryingWhenCancelled(t *testing.T) {
+	h := testHandler(t, func(context.Context, fsm.Event) error { return errors.New("down") }, noPark(t))
+	h.retry.For, h.retry.Initial, h.retry.Max = time.Minute, 10*time.Second, 10*time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if err := h.handle(ctx, msg(goodBody)); err == nil || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("handle = %v, want the cancellation", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("handle took %s after cancellation", d)
+	}
+}
+
+func TestHandlerParksInvalidAndKeepsItWhenParkingFails(t *testing.T) {
+	var got activities.DeadLetter
+	fail := true
+	h := testHandler(t, noDeliver(t), func(_ context.Context, dl activities.DeadLetter) error {
+		if fail {
+			return errors.New("database down")
+		}
+		got = dl
+		return nil
+	})
+	m := msg(`{"order_id":`)
+	m.WithKeys([]string{"k\x00ey\xff"})
+	m.WithProperty(primitive.PropertyOriginMessageId, "ORIGINAL")
+	if err := h.handle(context.Background(), m); err == nil {
+		t.Fatal("handle acked an invalid message it could not park")
+	}
+	fail = false
+	if err := h.handle(context.Background(), m); err != nil {
+		t.Fatalf("handle: %v", err)
+	}
+	want := activities.DeadLetter{Topic: "T", MessageID: "ORIGINAL", Keys: "key\uFFFD", Tags: "PAID",
+		Body: []byte(`{"order_id":`), Reason: "malformed_json: unexpected end of JSON input"}
+	if got.Topic != want.Topic || got.MessageID != want.MessageID || got.Keys != want.Keys || got.Tags != want.Tags ||
+		string(got.Body) != string(want.Body) || got.Reason != want.Reason || got.StoredAt.IsZero() {
+		t.Fatalf("dead letter %+v, want %+v", got, want)
+	}
+	if v := counterValue(t, h.metrics.rejections.WithLabelValues("malformed_json")); v != 1 {
+		t.Fatalf("malformed_json rejections = %v", v)
+	}
+	if v := counterValue(t, h.metrics.attemptErrors.WithLabelValues(targetPostgres)); v < 1 {
+		t.Fatalf("postgres attempt errors = %v", v)
+	}
+}
+
+func TestHandlerCountsEnvelopeMismatch(t *testing.T) {
+	h := testHandler(t, func(context.Context, fsm.Event) error { return nil }, noPark(t))
+	m := msg(goodBody)
+	m.WithTag("CANCELLED")
+	if err := h.handle(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	if v := counterValue(t, h.metrics.mismatches.WithLabelValues("tag")); v != 1 {
+		t.Fatalf("tag mismatches = %v", v)
+	}
+	if v := counterValue(t, h.metrics.mismatches.WithLabelValues("keys")); v != 0 {
+		t.Fatalf("keys mismatches = %v", v)
+	}
+}
+
+// counterValue reads a counter.
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
