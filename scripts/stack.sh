@@ -43,6 +43,13 @@ fail() {
 	exit 1
 }
 
+# last_error LOG: the last line of LOG that looks like an error, shortened.
+last_error() {
+	local line
+	line=$(tail -n 200 "$1" 2>/dev/null | grep -E -i 'error|exception|fatal|panic|already in use|denied' | tail -n 1 | cut -c1-240 || true)
+	echo "${line:-see the log}"
+}
+
 is_root() { [ "$(id -u)" -eq 0 ]; }
 
 # port_open PORT: something accepts TCP connections on 127.0.0.1:PORT.
@@ -52,7 +59,7 @@ port_open() { timeout 1 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null; }
 port_owner() {
 	local out=""
 	if command -v ss >/dev/null 2>&1; then
-		out=$(ss -ltnpH "sport = :$1" 2>/dev/null | grep -o 'users:(([^)]*))' | head -n1 || true)
+		out=$(ss -ltnpH "sport = :$1" 2>/dev/null | sed -n 's/.*users:(("\([^"]*\)",pid=\([0-9]*\).*/\1 (pid \2)/p' | head -n1 || true)
 	fi
 	echo "${out:-an unknown process}"
 }
@@ -215,7 +222,7 @@ pg_up() {
 			say postgres "initialising cluster in $PG_DATA"
 			if ! as_pg "$bin/initdb" -D "$PG_DATA" -U postgres -E UTF8 --locale=C.UTF-8 \
 				--auth-local=trust --auth-host=scram-sha-256 >>"$PG_LOG" 2>&1; then
-				fail postgres "initdb failed" "$PG_LOG"
+				fail postgres "initdb failed: $(last_error "$PG_LOG")" "$PG_LOG"
 			fi
 			echo "include_if_exists = 'orderflow.conf'" >>"$PG_DATA/postgresql.conf"
 		fi
@@ -223,7 +230,7 @@ pg_up() {
 		pg_write_conf
 		say postgres "starting on 127.0.0.1:$PG_PORT"
 		if ! as_pg "$bin/pg_ctl" -D "$PG_DATA" -l "$PG_LOG" -w -t "$HEALTH_TIMEOUT" start >/dev/null 2>&1; then
-			fail postgres "did not start within ${HEALTH_TIMEOUT}s" "$PG_LOG"
+			fail postgres "did not start within ${HEALTH_TIMEOUT}s: $(last_error "$PG_LOG")" "$PG_LOG"
 		fi
 	fi
 	wait_until "$HEALTH_TIMEOUT" "$bin/pg_isready" -q -h 127.0.0.1 -p "$PG_PORT" ||
@@ -274,6 +281,7 @@ temporal_build() {
 		fail temporal "building the Temporal CLI from the Go module proxy failed; check network access and GOPROXY, then run make up again" "$log"
 	fi
 	mkdir -p "$(dirname "$TEMPORAL_BIN")"
+	chmod 755 "$tmp/temporal"
 	mv -f "$tmp/temporal" "$TEMPORAL_BIN"
 	rm -rf "$tmp"
 }
@@ -305,7 +313,7 @@ temporal_up() {
 			--log-level warn --color never
 	fi
 	if ! wait_until "$HEALTH_TIMEOUT" temporal_healthy; then
-		temporal_running || fail temporal "the server exited during startup" "$TEMPORAL_LOG"
+		temporal_running || fail temporal "the server exited during startup: $(last_error "$TEMPORAL_LOG")" "$TEMPORAL_LOG"
 		fail temporal "not healthy within ${HEALTH_TIMEOUT}s (frontend 127.0.0.1:$TEMPORAL_PORT, search attribute OrderStatus, UI :$TEMPORAL_UI_PORT)" "$TEMPORAL_LOG"
 	fi
 	say temporal "healthy: 127.0.0.1:$TEMPORAL_PORT, UI http://127.0.0.1:$TEMPORAL_UI_PORT"
@@ -355,6 +363,7 @@ rocketmq_fetch() {
 		fail rocketmq "downloading the RocketMQ jars from Maven Central failed; check network access to repo.maven.apache.org (or ~/.m2/settings.xml), then run make up again" "$log"
 	fi
 	rm -rf "$ROCKETMQ_HOME_DIR"
+	chmod 755 "$tmp"
 	mv "$tmp" "$ROCKETMQ_HOME_DIR"
 }
 
@@ -420,7 +429,7 @@ rocketmq_up() {
 		started=1
 	fi
 	if ! wait_until "$HEALTH_TIMEOUT" port_open "$NAMESRV_PORT"; then
-		namesrv_running || fail namesrv "the name server exited during startup" "$NAMESRV_LOG"
+		namesrv_running || fail namesrv "the name server exited during startup: $(last_error "$NAMESRV_LOG")" "$NAMESRV_LOG"
 		fail namesrv "not listening on 127.0.0.1:$NAMESRV_PORT within ${HEALTH_TIMEOUT}s" "$NAMESRV_LOG"
 	fi
 
@@ -440,7 +449,7 @@ rocketmq_up() {
 		started=1
 	fi
 	if ! wait_until "$HEALTH_TIMEOUT" port_open "$BROKER_PORT"; then
-		broker_running || fail broker "the broker exited during startup" "$BROKER_LOG"
+		broker_running || fail broker "the broker exited during startup: $(last_error "$BROKER_LOG")" "$BROKER_LOG"
 		fail broker "not listening on 127.0.0.1:$BROKER_PORT within ${HEALTH_TIMEOUT}s" "$BROKER_LOG"
 	fi
 
