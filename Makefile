@@ -1,26 +1,28 @@
-# orderflow — see README.md. The local stack logic lives in scripts/stack.sh.
+# orderflow — see README.md. The local stack logic lives in scripts/stack.sh;
+# data and logs in .data/, downloaded tools in ~/.cache/orderflow.
 
 GO ?= go
-GOTEST_FLAGS ?= -race -p 2 -timeout 20m
+# Two packages at a time (the services share the machine), race detector on,
+# and a timeout long enough for the end-to-end and crash tests.
+GOTEST_FLAGS ?= -race -p 2 -timeout 30m
 
-.PHONY: up down status test vet demo
+.PHONY: up down status deps test vet
 
-## up: start PostgreSQL, Temporal (UI on :8233) and RocketMQ if not running
+## up: start PostgreSQL, Temporal (UI on :8233) and RocketMQ where not running
 up:
 	@scripts/stack.sh up
-
-## demo: start the stack, run the worker and the bridge, publish a demo
-## scenario and check the invariants; leaves everything running (make down stops it)
-demo: up
-	@scripts/demo.sh
 
 ## down: stop the local stack, keeping its data in .data/
 down:
 	@scripts/stack.sh down
 
-## status: print each service's state
+## status: print each service's state (exit status 1 when one is stopped)
 status:
 	@scripts/stack.sh status
+
+## deps: install missing prerequisites with apt-get (root)
+deps:
+	@scripts/stack.sh deps
 
 vet:
 	$(GO) vet ./...

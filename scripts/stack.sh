@@ -6,6 +6,7 @@
 #   scripts/stack.sh up     [service...]   start what is not running, wait for health
 #   scripts/stack.sh down   [service...]   stop, keeping data
 #   scripts/stack.sh status [service...]   print each service's state
+#   scripts/stack.sh deps                  install missing prerequisites (root, apt-get)
 #
 # Services: postgres, temporal, rocketmq (default: all).
 #
@@ -64,6 +65,12 @@ port_owner() {
 	echo "${out:-an unknown process}"
 }
 
+# port_note PORT: for status lines, who holds PORT when the service is not
+# running here.
+port_note() {
+	if port_open "$1"; then echo "  (port $1 held by $(port_owner "$1"))"; fi
+}
+
 # require_free_port SERVICE PORT: fail when another program holds PORT.
 require_free_port() {
 	if port_open "$2"; then
@@ -99,6 +106,10 @@ stop_pid() {
 	rm -f "$2"
 	say "$1" "stopped"
 }
+
+# external SERVICE WHAT: the service's port is held by a working instance
+# that this clone did not start (typically another clone's stack); use it.
+external() { say "$1" "using the already running $2 (not started from this clone; make down here leaves it alone)"; }
 
 # wait_until SECONDS COMMAND...: poll COMMAND every half second.
 wait_until() {
@@ -148,18 +159,18 @@ as_pg() {
 	if is_root; then runuser -u postgres -- "$@"; else "$@"; fi
 }
 
-pg_install() {
-	local log=$LOGS/postgres-install.log
-	if ! is_root; then
-		fail postgres "PostgreSQL binaries not found in /usr/lib/postgresql/*/bin; install them with: sudo apt-get install -y postgresql"
+# apt_install LOGNAME PACKAGE...: install Debian packages as root, without
+# letting the postgresql package create and start its own cluster on 5432.
+apt_install() {
+	local log=$LOGS/$1-install.log
+	shift
+	mkdir -p /etc/postgresql-common/createcluster.d
+	echo "create_main_cluster = false" >/etc/postgresql-common/createcluster.d/orderflow.conf
+	if ! { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@"; } >"$log" 2>&1; then
+		fail install "apt-get install $* failed; check the network and apt sources, then try again" "$log"
 	fi
-	command -v apt-get >/dev/null 2>&1 || fail postgres "PostgreSQL binaries not found and apt-get is missing; install PostgreSQL 15 or newer"
-	say postgres "installing Debian's postgresql package"
-	if ! { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql; } >"$log" 2>&1; then
-		fail postgres "apt-get install postgresql failed; check the network and apt sources, then run make up again" "$log"
-	fi
-	# The package may start its own "main" cluster on 5432; the project runs
-	# its own cluster there, so stop the freshly created one.
+	# Older packages ignore createcluster.d: stop any cluster they started on
+	# the project's port.
 	if command -v pg_lsclusters >/dev/null 2>&1; then
 		pg_lsclusters -h 2>/dev/null | while read -r ver name port status _; do
 			if [ "$port" = "$PG_PORT" ] && [ "$status" = online ]; then
@@ -169,11 +180,48 @@ pg_install() {
 	fi
 }
 
+pg_install() {
+	if ! is_root; then
+		fail postgres "PostgreSQL binaries not found in /usr/lib/postgresql/*/bin; install them with: sudo apt-get install -y postgresql"
+	fi
+	command -v apt-get >/dev/null 2>&1 || fail postgres "PostgreSQL binaries not found and apt-get is missing; install PostgreSQL 15 or newer"
+	say postgres "installing Debian's postgresql package"
+	apt_install postgres postgresql
+}
+
+# deps: install what a fresh Debian machine lacks (as root): PostgreSQL, a
+# Java 17 runtime, Maven. Go must already be present.
+deps() {
+	local pkgs=()
+	command -v go >/dev/null 2>&1 || fail deps "go not found; install Go 1.26 from https://go.dev/dl/ and put it on PATH"
+	pg_bindir >/dev/null || pkgs+=(postgresql)
+	command -v java >/dev/null 2>&1 || pkgs+=(openjdk-17-jre-headless)
+	command -v mvn >/dev/null 2>&1 || pkgs+=(maven)
+	command -v ss >/dev/null 2>&1 || pkgs+=(iproute2)
+	if [ "${#pkgs[@]}" -eq 0 ]; then
+		say deps "nothing to install"
+		return 0
+	fi
+	is_root || fail deps "missing: ${pkgs[*]}; install them with: sudo apt-get install -y ${pkgs[*]}"
+	command -v apt-get >/dev/null 2>&1 || fail deps "missing: ${pkgs[*]}, and apt-get is not available to install them"
+	say deps "installing ${pkgs[*]}"
+	apt_install deps ca-certificates "${pkgs[@]}"
+	say deps "installed ${pkgs[*]}"
+}
+
 pg_running() {
 	local bin
 	bin=$(pg_bindir) || return 1
 	[ -f "$PG_DATA/PG_VERSION" ] || return 1
 	as_pg "$bin/pg_ctl" -D "$PG_DATA" status >/dev/null 2>&1
+}
+
+# pg_external_ok: whatever listens on the port is a PostgreSQL that takes
+# the orderflow role's password for database orderflow.
+pg_external_ok() {
+	local bin
+	bin=$(pg_bindir) || return 1
+	[ "$(PGPASSWORD=orderflow PGCONNECT_TIMEOUT=3 "$bin/psql" -X -h 127.0.0.1 -p "$PG_PORT" -U orderflow -d orderflow -tAc 'SELECT 1' 2>/dev/null)" = 1 ]
 }
 
 pg_psql() {
@@ -217,6 +265,9 @@ pg_up() {
 
 	if pg_running; then
 		say postgres "running (127.0.0.1:$PG_PORT)"
+	elif port_open "$PG_PORT" && pg_external_ok; then
+		external postgres "PostgreSQL on 127.0.0.1:$PG_PORT with role and database orderflow"
+		return 0
 	else
 		if [ ! -f "$PG_DATA/PG_VERSION" ]; then
 			say postgres "initialising cluster in $PG_DATA"
@@ -258,7 +309,7 @@ pg_status() {
 	if pg_running; then
 		say postgres "running  127.0.0.1:$PG_PORT  data $PG_DATA  log $PG_LOG"
 	else
-		say postgres "stopped  data $PG_DATA  log $PG_LOG"
+		say postgres "stopped  data $PG_DATA  log $PG_LOG$(port_note "$PG_PORT")"
 		return 1
 	fi
 }
@@ -299,6 +350,9 @@ temporal_up() {
 	mkdir -p "$TEMPORAL_DIR"
 	if temporal_running; then
 		say temporal "running (127.0.0.1:$TEMPORAL_PORT)"
+	elif port_open "$TEMPORAL_PORT" && temporal_healthy; then
+		external temporal "Temporal server on 127.0.0.1:$TEMPORAL_PORT with search attribute OrderStatus"
+		return 0
 	else
 		require_free_port temporal "$TEMPORAL_PORT"
 		require_free_port temporal "$TEMPORAL_UI_PORT"
@@ -325,7 +379,7 @@ temporal_status() {
 	if temporal_running; then
 		say temporal "running  127.0.0.1:$TEMPORAL_PORT  UI http://127.0.0.1:$TEMPORAL_UI_PORT  pid $(cat "$TEMPORAL_PID")  log $TEMPORAL_LOG"
 	else
-		say temporal "stopped  log $TEMPORAL_LOG"
+		say temporal "stopped  log $TEMPORAL_LOG$(port_note "$TEMPORAL_PORT")"
 		return 1
 	fi
 }
@@ -399,6 +453,13 @@ broker_running() { pid_alive "$BROKER_PID" "BrokerStartup"; }
 
 broker_registered() { mqadmin clusterList -n "127.0.0.1:$NAMESRV_PORT" 2>>"$MQADMIN_LOG" | grep -q "127.0.0.1:$BROKER_PORT"; }
 
+# rocketmq_external_ok: the name server on the port routes topic
+# ORDER_EVENTS to the broker on the broker port.
+rocketmq_external_ok() {
+	broker_registered &&
+		mqadmin topicRoute -n "127.0.0.1:$NAMESRV_PORT" -t "$ORDER_TOPIC" 2>>"$MQADMIN_LOG" | grep -q "127.0.0.1:$BROKER_PORT"
+}
+
 topic_created() { grep -q "\"$ORDER_TOPIC\"" "$ROCKETMQ_DIR/store/config/topics.json" 2>/dev/null; }
 
 rocketmq_write_broker_conf() {
@@ -416,6 +477,11 @@ rocketmq_up() {
 	java_check
 	rocketmq_fetch
 	mkdir -p "$ROCKETMQ_DIR/store"
+
+	if ! namesrv_running && ! broker_running && port_open "$NAMESRV_PORT" && port_open "$BROKER_PORT" && rocketmq_external_ok; then
+		external rocketmq "RocketMQ name server 127.0.0.1:$NAMESRV_PORT and broker 127.0.0.1:$BROKER_PORT with topic $ORDER_TOPIC"
+		return 0
+	fi
 
 	if namesrv_running; then
 		say namesrv "running (127.0.0.1:$NAMESRV_PORT)"
@@ -480,13 +546,13 @@ rocketmq_status() {
 	if namesrv_running; then
 		say namesrv "running  127.0.0.1:$NAMESRV_PORT  pid $(cat "$NAMESRV_PID")  log $NAMESRV_LOG"
 	else
-		say namesrv "stopped  log $NAMESRV_LOG"
+		say namesrv "stopped  log $NAMESRV_LOG$(port_note "$NAMESRV_PORT")"
 		rc=1
 	fi
 	if broker_running; then
 		say broker "running  127.0.0.1:$BROKER_PORT  pid $(cat "$BROKER_PID")  log $BROKER_LOG (details: $ROCKETMQ_DIR/logs/rocketmqlogs)"
 	else
-		say broker "stopped  log $BROKER_LOG"
+		say broker "stopped  log $BROKER_LOG$(port_note "$BROKER_PORT")"
 		rc=1
 	fi
 	return "$rc"
@@ -520,6 +586,9 @@ main() {
 	done
 	mkdir -p "$DATA" "$LOGS"
 	case $cmd in
+	deps)
+		deps
+		;;
 	up)
 		for svc in "${svcs[@]}"; do svc_do up "$svc"; done
 		;;
@@ -531,7 +600,7 @@ main() {
 		return "$rc"
 		;;
 	*)
-		echo "usage: $0 up|down|status [${SERVICES_ALL[*]}]" >&2
+		echo "usage: $0 up|down|status [${SERVICES_ALL[*]}] | deps" >&2
 		exit 2
 		;;
 	esac
