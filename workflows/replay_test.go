@@ -1,0 +1,264 @@
+package workflows_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/temporalproto"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/orderflow/orderflow/fsm"
+	"github.com/orderflow/orderflow/internal/testenv"
+	"github.com/orderflow/orderflow/workflows"
+	"github.com/orderflow/orderflow/workflows/workflowtest"
+)
+
+// Recorded histories live in testdata/<scenario>[-runN].json. Re-record them
+// (after a deliberate, versioned change of the workflow's commands) with
+//
+//	make up
+//	ORDERFLOW_RECORD_HISTORIES=1 go test ./workflows -run TestRecordHistories -count=1
+//
+// which runs every scenario on the real Temporal server and PostgreSQL and
+// overwrites the files.
+const recordEnv = "ORDERFLOW_RECORD_HISTORIES"
+
+// replayScenarios are the scenarios that must have at least one recorded
+// history each.
+var replayScenarios = []string{"in-order", "reordered-duplicates", "cancel-after-pay", "continue-as-new", "late-event-fresh-run"}
+
+// TestReplayRecordedHistories replays every recorded history against the
+// current OrderWorkflow: a change that breaks determinism fails here.
+func TestReplayRecordedHistories(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sc := range replayScenarios {
+		if !slices.ContainsFunc(files, func(f string) bool { return strings.HasPrefix(filepath.Base(f), sc) }) {
+			t.Errorf("no recorded history for scenario %s in testdata/ (see %s)", sc, recordEnv)
+		}
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			r := worker.NewWorkflowReplayer()
+			workflows.Register(r)
+			if err := replay(r, f); err != nil {
+				t.Fatalf("replay %s: %v", f, err)
+			}
+		})
+	}
+}
+
+// TestReplayDetectsNondeterminism makes sure the replay test can fail: a
+// workflow that issues other commands than the recorded ones is rejected.
+func TestReplayDetectsNondeterminism(t *testing.T) {
+	f := filepath.Join("testdata", "in-order.json")
+	if _, err := os.Stat(f); err != nil {
+		t.Fatalf("recorded history missing: %v", err)
+	}
+	r := worker.NewWorkflowReplayer()
+	r.RegisterWorkflowWithOptions(changedWorkflow, workflowRegisterOptions())
+	if err := replay(r, f); err == nil {
+		t.Fatal("a workflow with different commands replayed the recorded history without error")
+	}
+}
+
+// replay replays the recorded history in file under its original workflow
+// ID (OrderWorkflow reads the order ID from it).
+func replay(r worker.WorkflowReplayer, file string) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+	if err != nil {
+		return fmt.Errorf("decode history: %w", err)
+	}
+	if len(h.Events) == 0 {
+		return errors.New("empty history")
+	}
+	id := h.Events[0].GetWorkflowExecutionStartedEventAttributes().GetWorkflowId()
+	if id == "" {
+		return errors.New("history does not start with the workflow ID")
+	}
+	return r.ReplayWorkflowHistoryWithOptions(testenv.QuietTemporalLogger(), h, worker.ReplayWorkflowHistoryOptions{
+		OriginalExecution: workflow.Execution{ID: id, RunID: "replayed-run"},
+	})
+}
+
+// TestRecordHistories runs each replay scenario on the real services and
+// writes its histories to testdata/. It only runs when
+// ORDERFLOW_RECORD_HISTORIES=1.
+func TestRecordHistories(t *testing.T) {
+	if os.Getenv(recordEnv) != "1" {
+		t.Skipf("set %s=1 to record histories", recordEnv)
+	}
+	c := testenv.RequireTemporal(t)
+	db, _ := testenv.NewDatabase(t)
+	tq := testenv.UniqueName("wf-record")
+	workflowtest.StartWorker(t, c, tq, db)
+	ctx := context.Background()
+	quick := workflows.Params{GracePeriod: time.Second, IdleTimeout: 3 * time.Second}
+
+	type step struct {
+		events []fsm.Event
+		pause  time.Duration // before the next step
+	}
+	record := func(name string, p workflows.Params, steps ...step) {
+		orderID := testenv.UniqueName("rec-" + name)
+		for _, s := range steps {
+			for _, e := range s.events {
+				e.OrderID = orderID
+				e.EventID = fmt.Sprintf("%s-v%d", orderID, e.Version)
+				if err := workflows.Deliver(ctx, c, tq, p, e); err != nil {
+					t.Fatalf("%s: deliver: %v", name, err)
+				}
+			}
+			time.Sleep(s.pause)
+		}
+		runs := closedChain(t, c, orderID)
+		for i, runID := range runs {
+			file := name + ".json"
+			if len(runs) > 1 {
+				file = fmt.Sprintf("%s-run%d.json", name, i+1)
+			}
+			writeHistory(t, c, orderID, runID, filepath.Join("testdata", file))
+		}
+	}
+	ev := func(v int64, s fsm.Status, amount int64) fsm.Event {
+		return fsm.Event{EventID: "x", OrderID: "x", UserID: 42, Status: s, Version: v, AmountCents: amount,
+			OccurredAt: time.Date(2026, 2, 1, 9, 0, 0, 0, time.UTC).Add(time.Duration(v) * time.Minute)}
+	}
+	lc := []fsm.Event{ev(1, fsm.Created, 12900), ev(2, fsm.Paid, 12900), ev(3, fsm.Shipped, 12900),
+		ev(4, fsm.Delivered, 12900), ev(5, fsm.Completed, 12900)}
+
+	record("in-order", quick, step{events: lc})
+	record("reordered-duplicates", quick, step{events: []fsm.Event{lc[2], lc[0], lc[2], lc[1], ev(4, fsm.Delivered, 1), lc[4], lc[3], lc[4]}})
+	record("cancel-after-pay", quick, step{events: []fsm.Event{lc[0], lc[1], ev(3, fsm.Cancelled, 12900), ev(4, fsm.Shipped, 12900)}})
+	cont := quick
+	cont.MaxEventsPerRun = 3
+	// Three signals per run: the first run continues as new after the
+	// first three events, the second after the next three (a duplicate
+	// among them), the third completes after the grace period.
+	record("continue-as-new", cont, step{events: lc[:3], pause: time.Second},
+		step{events: []fsm.Event{lc[3], lc[1], lc[4]}})
+	// The first run closes after its grace period; the late v2 starts a
+	// fresh run that rehydrates and finds it stale. Only the fresh run is
+	// kept (the first is the in-order case again).
+	late := testenv.UniqueName("rec-late")
+	for _, e := range []fsm.Event{lc[0], lc[2], lc[3], lc[4]} {
+		e.OrderID, e.EventID = late, fmt.Sprintf("%s-v%d", late, e.Version)
+		if err := workflows.Deliver(ctx, c, tq, quick, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	firstRuns := closedChain(t, c, late)
+	e := lc[1]
+	e.OrderID, e.EventID = late, late+"-v2"
+	if err := workflows.Deliver(ctx, c, tq, quick, e); err != nil {
+		t.Fatal(err)
+	}
+	var fresh string
+	waitFor(t, 60*time.Second, func() error {
+		runs := closedChainNoWait(c, late)
+		if len(runs) == 0 || runs[len(runs)-1] == firstRuns[len(firstRuns)-1] {
+			return fmt.Errorf("no fresh run closed yet")
+		}
+		fresh = runs[len(runs)-1]
+		return nil
+	})
+	writeHistory(t, c, late, fresh, filepath.Join("testdata", "late-event-fresh-run.json"))
+}
+
+// closedChain waits for the order's workflow to complete (after any
+// continue-as-new) and returns the run IDs of the chain, oldest first.
+func closedChain(t *testing.T, c client.Client, orderID string) []string {
+	t.Helper()
+	var runs []string
+	waitFor(t, 60*time.Second, func() error {
+		runs = closedChainNoWait(c, orderID)
+		if runs == nil {
+			return fmt.Errorf("workflow of %s not completed yet", orderID)
+		}
+		return nil
+	})
+	return runs
+}
+
+// closedChainNoWait returns the chain of the latest run if it completed, or
+// nil.
+func closedChainNoWait(c client.Client, orderID string) []string {
+	ctx := context.Background()
+	id := workflows.WorkflowID(orderID)
+	d, err := c.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil || d.WorkflowExecutionInfo.Status != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		return nil
+	}
+	runs := []string{d.WorkflowExecutionInfo.Execution.RunId}
+	for {
+		h := history(ctx, c, id, runs[0])
+		if h == nil || len(h.Events) == 0 {
+			return nil
+		}
+		prev := h.Events[0].GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId()
+		if prev == "" {
+			return runs
+		}
+		runs = append([]string{prev}, runs...)
+	}
+}
+
+func history(ctx context.Context, c client.Client, id, runID string) *historypb.History {
+	it := c.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	h := &historypb.History{}
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			return nil
+		}
+		h.Events = append(h.Events, e)
+	}
+	return h
+}
+
+func writeHistory(t *testing.T, c client.Client, orderID, runID, path string) {
+	t.Helper()
+	h := history(context.Background(), c, workflows.WorkflowID(orderID), runID)
+	if h == nil {
+		t.Fatalf("fetch history of %s run %s", orderID, runID)
+	}
+	b, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("recorded %s: %d events", path, len(h.Events))
+}
+
+// changedWorkflow is OrderWorkflow with one more command up front, as a
+// careless change would add.
+func changedWorkflow(ctx workflow.Context, in workflows.Input) (workflows.Result, error) {
+	if err := workflow.Sleep(ctx, time.Second); err != nil {
+		return workflows.Result{}, err
+	}
+	return workflows.OrderWorkflow(ctx, in)
+}
+
+func workflowRegisterOptions() workflow.RegisterOptions {
+	return workflow.RegisterOptions{Name: workflows.WorkflowType}
+}
