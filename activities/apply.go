@@ -125,39 +125,33 @@ func (a *Activities) ApplyEvent(ctx context.Context, in ApplyEventInput) (ApplyE
 }
 
 // storedRow is the order and the order_events row of one business key, as
-// one LEFT JOIN reads them.
+// orderflow_lock_and_read returns them (NULL when absent).
 type storedRow struct {
-	order    fsm.Order
-	found    bool
-	evHash   *string
-	outcome  *string
-	gap      *bool
-	kind     *string
-	delta    *int64
-	reason   *string
-	times    *int64
-	conflict *int64
+	order   fsm.Order
+	found   bool
+	evHash  *string
+	outcome *string
+	gap     *bool
+	kind    *string
+	delta   *int64
+	reason  *string
 }
 
-func readStored(tx *gorm.DB, k fsm.Key) (storedRow, error) {
+// lockAndRead takes the order's transaction-scoped advisory lock, then reads
+// the order and the event row of the key with a snapshot taken after the
+// lock was granted (see migration 00002).
+func lockAndRead(tx *gorm.DB, k fsm.Key) (storedRow, error) {
 	var (
 		r                               storedRow
 		userID, version, amount, points *int64
 		status, orderHash               *string
 		purchased, refunded             *bool
 	)
-	err := tx.Raw(`SELECT o.user_id, o.status, o.version, o.amount_cents, o.content_hash,
-			o.purchased, o.purchase_points, o.refunded,
-			ev.content_hash, ev.outcome, ev.gap, ev.points_kind, ev.points_delta, ev.reason,
-			ev.times_seen, ev.conflicts
-		FROM (SELECT ?::text AS order_id, ?::bigint AS version) k
-		LEFT JOIN orders o ON o.order_id = k.order_id
-		LEFT JOIN order_events ev ON ev.order_id = k.order_id AND ev.version = k.version`,
-		k.OrderID, k.Version).Row().
+	err := tx.Raw(`SELECT * FROM orderflow_lock_and_read(?, ?)`, k.OrderID, k.Version).Row().
 		Scan(&userID, &status, &version, &amount, &orderHash, &purchased, &points, &refunded,
-			&r.evHash, &r.outcome, &r.gap, &r.kind, &r.delta, &r.reason, &r.times, &r.conflict)
+			&r.evHash, &r.outcome, &r.gap, &r.kind, &r.delta, &r.reason)
 	if err != nil {
-		return storedRow{}, fmt.Errorf("read order and event: %w", err)
+		return storedRow{}, fmt.Errorf("lock and read order: %w", err)
 	}
 	if version != nil {
 		r.found = true
@@ -170,11 +164,30 @@ func readStored(tx *gorm.DB, k fsm.Key) (storedRow, error) {
 	return r, nil
 }
 
+// insertEventSQL records a business key with its decision.
+const insertEventSQL = `INSERT INTO order_events (order_id, version, event_id, user_id, status,
+	amount_cents, content_hash, outcome, gap, points_kind, points_delta, reason, occurred_at)`
+
+// applySQL writes an applied event in one statement: the order upsert with
+// the version guard inside the write, and the order_events row, which is
+// inserted only if the guard let the upsert through (so the statement
+// affects one row, or none when the guard refused).
+const applySQL = `WITH up AS (
+	INSERT INTO orders (order_id, user_id, status, version, amount_cents, content_hash,
+		purchased, purchase_points, refunded)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+	ON CONFLICT (order_id) DO UPDATE SET
+		user_id = EXCLUDED.user_id, status = EXCLUDED.status, version = EXCLUDED.version,
+		amount_cents = EXCLUDED.amount_cents, content_hash = EXCLUDED.content_hash,
+		purchased = EXCLUDED.purchased, purchase_points = EXCLUDED.purchase_points,
+		refunded = EXCLUDED.refunded, updated_at = now()
+	WHERE orders.version < EXCLUDED.version
+	RETURNING 1)
+` + insertEventSQL + `
+SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM up`
+
 func (a *Activities) applyTx(tx *gorm.DB, e fsm.Event, hash string) (ApplyEventResult, error) {
-	if err := tx.Exec(`SELECT pg_advisory_xact_lock(hashtextextended(?, 0))`, e.OrderID).Error; err != nil {
-		return ApplyEventResult{}, fmt.Errorf("lock order: %w", err)
-	}
-	st, err := readStored(tx, e.Key())
+	st, err := lockAndRead(tx, e.Key())
 	if err != nil {
 		return ApplyEventResult{}, err
 	}
@@ -208,39 +221,30 @@ func (a *Activities) applyTx(tx *gorm.DB, e fsm.Event, hash string) (ApplyEventR
 		stored = &st.order
 	}
 	d := fsm.Decide(stored, e)
-	if d.Outcome == fsm.Conflict {
+	eventArgs := []any{e.OrderID, e.Version, cleanText(e.EventID, 0), e.UserID, string(e.Status), e.AmountCents,
+		hash, string(d.Outcome), d.Gap, string(d.Points), d.PointsDelta, d.Reason, e.OccurredAt}
+	switch d.Outcome {
+	case fsm.Conflict:
 		// The order holds this version but order_events does not: the row
 		// was written outside ApplyEvent. Park the event; do not record
 		// its content as the business key's.
 		return a.conflict(tx, e, st.order, d.Reason)
-	}
-	if d.Outcome == fsm.Applied {
+	case fsm.Applied:
 		n := d.Next
-		up := tx.Exec(`INSERT INTO orders (order_id, user_id, status, version, amount_cents, content_hash,
-				purchased, purchase_points, refunded)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (order_id) DO UPDATE SET
-				user_id = EXCLUDED.user_id, status = EXCLUDED.status, version = EXCLUDED.version,
-				amount_cents = EXCLUDED.amount_cents, content_hash = EXCLUDED.content_hash,
-				purchased = EXCLUDED.purchased, purchase_points = EXCLUDED.purchase_points,
-				refunded = EXCLUDED.refunded, updated_at = now()
-			WHERE orders.version < EXCLUDED.version`,
-			n.OrderID, n.UserID, string(n.Status), n.Version, n.AmountCents, n.ContentHash,
-			n.Purchased, n.PurchasePoints, n.Refunded)
-		if up.Error != nil {
-			return ApplyEventResult{}, fmt.Errorf("write order: %w", up.Error)
+		args := append([]any{n.OrderID, n.UserID, string(n.Status), n.Version, n.AmountCents, n.ContentHash,
+			n.Purchased, n.PurchasePoints, n.Refunded}, eventArgs...)
+		w := tx.Exec(applySQL, args...)
+		if w.Error != nil {
+			return ApplyEventResult{}, fmt.Errorf("write order and event: %w", w.Error)
 		}
-		if up.RowsAffected != 1 {
+		if w.RowsAffected != 1 {
 			return ApplyEventResult{}, fmt.Errorf("write order: version guard refused version %d (%d rows affected)",
-				n.Version, up.RowsAffected)
+				n.Version, w.RowsAffected)
 		}
-	}
-	if err := tx.Exec(`INSERT INTO order_events (order_id, version, event_id, user_id, status, amount_cents,
-			content_hash, outcome, gap, points_kind, points_delta, reason, occurred_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		e.OrderID, e.Version, cleanText(e.EventID, 0), e.UserID, string(e.Status), e.AmountCents,
-		hash, string(d.Outcome), d.Gap, string(d.Points), d.PointsDelta, d.Reason, e.OccurredAt).Error; err != nil {
-		return ApplyEventResult{}, fmt.Errorf("record event: %w", err)
+	default:
+		if err := tx.Exec(insertEventSQL+` VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, eventArgs...).Error; err != nil {
+			return ApplyEventResult{}, fmt.Errorf("record event: %w", err)
+		}
 	}
 	return ApplyEventResult{Decision: d}, nil
 }
