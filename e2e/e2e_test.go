@@ -1,0 +1,288 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/orderflow/orderflow/check"
+	"github.com/orderflow/orderflow/config"
+	"github.com/orderflow/orderflow/internal/mq"
+	"github.com/orderflow/orderflow/internal/testenv"
+	"github.com/orderflow/orderflow/scenario"
+)
+
+// Shape of the run. The publishing rate is chosen so that publishing lasts
+// about publishFor, the window in which the processes are killed.
+const (
+	e2eOrders  = 500
+	publishFor = 80 * time.Second
+	settleWait = 4 * time.Minute
+)
+
+// stackScript is the local stack's control script, relative to this package.
+var stackScript = filepath.Join("..", "scripts", "stack.sh")
+
+// chaosAction is one disruption of the run.
+type chaosAction struct {
+	at     time.Duration // since the start of publishing
+	what   string
+	keys   int // business keys recorded when it happened
+	downed time.Duration
+}
+
+func TestExactlyOnceUnderChaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end run of several minutes; skipped with -short")
+	}
+	began := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
+	defer cancel()
+
+	// Services, each checked up front with a clear message.
+	gdb, dsn := testenv.NewDatabase(t)
+	db, err := gdb.DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.RequireTemporal(t)
+	namesrv := testenv.RocketMQNamesrv(t)
+	requireLocalTemporal(t)
+
+	topic := testenv.UniqueName("e2e-events")
+	group := testenv.UniqueName("e2e-bridge")
+	taskQueue := testenv.UniqueName("e2e-tq")
+	prefix := testenv.UniqueName("e2e")
+	testenv.CreateTopic(t, topic, 8)
+
+	bin := t.TempDir()
+	workerBin := buildBinary(t, bin, "github.com/orderflow/orderflow/worker")
+	starterBin := buildBinary(t, bin, "github.com/orderflow/orderflow/starter")
+
+	env := []string{
+		"DATABASE_URL=" + dsn,
+		"ORDERFLOW_TOPIC=" + topic,
+		"ORDERFLOW_CONSUMER_GROUP=" + group,
+		"ORDERFLOW_TASK_QUEUE=" + taskQueue,
+		"ROCKETMQ_NAMESRV=" + namesrv,
+		// Short workflow lifetimes, so that late events also reach closed
+		// workflows and fresh runs rehydrate from PostgreSQL.
+		"ORDERFLOW_WORKFLOW_GRACE_PERIOD=10s",
+		"ORDERFLOW_WORKFLOW_IDLE_TIMEOUT=30s",
+		// Messages handed back to the broker come back within 10s.
+		"BRIDGE_MAX_RETRY_DELAY_LEVEL=3",
+	}
+	worker := newProc(t, "worker", workerBin, "ORDERFLOW_WORKER_METRICS_ADDR", env)
+	bridge := newProc(t, "bridge", starterBin, "BRIDGE_METRICS_ADDR", env)
+	t.Cleanup(func() {
+		bridge.stop()
+		worker.stop()
+		if t.Failed() {
+			t.Logf("worker log (tail):\n%s", worker.tail(6000))
+			t.Logf("bridge log (tail):\n%s", bridge.tail(6000))
+		}
+	})
+	for _, p := range []*proc{worker, bridge} {
+		if err := p.start(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The scenario.
+	seed := time.Now().UnixNano()
+	s, err := scenario.Generate(scenario.Options{
+		Orders: e2eOrders, Seed: seed, Prefix: prefix, Start: time.Now(),
+		DupRate: 0.1, Reorder: 0.3, CancelRate: 0.2, OpenRate: 0.1,
+		UpdateRate: 0.2, GapRate: 0.08, Conflicts: 10, Bad: 12,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := s.Expected.Counts
+	t.Logf("scenario %s (seed %d): %d orders, %d messages: %d events, %d duplicates, %d conflicts, %d bad; %d reordered orders, %d lost events",
+		prefix, seed, c.Orders, c.Messages, c.Events, c.Duplicates, c.Conflicts, c.Bad, c.Reordered, c.Lost)
+
+	producer, err := mq.NewProducer(namesrv, mq.WithProducerGroup(testenv.UniqueName("e2e-producer")))
+	if err != nil {
+		t.Fatalf("producer: %v; start the stack with `make up`", err)
+	}
+	defer producer.Close()
+
+	// Publish and, meanwhile, disrupt.
+	rate := float64(c.Messages) / publishFor.Seconds()
+	pubStart := time.Now()
+	pubDone := make(chan error, 1)
+	go func() {
+		pubDone <- scenario.Publish(ctx, producer, s.Messages, scenario.PublishOptions{Topic: topic, Rate: rate})
+	}()
+
+	rng := rand.New(rand.NewPCG(uint64(seed), 77))
+	recorded := func() int {
+		var n int
+		_ = db.QueryRowContext(ctx, `SELECT count(*) FROM order_events`).Scan(&n)
+		return n
+	}
+	var actions []chaosAction
+	var mu sync.Mutex
+	do := func(what string) {
+		a := chaosAction{at: time.Since(pubStart), what: what, keys: recorded()}
+		t0 := time.Now()
+		var err error
+		switch what {
+		case "kill bridge", "kill worker":
+			p := bridge
+			if what == "kill worker" {
+				p = worker
+			}
+			if err = p.kill(); err == nil {
+				sleepCtx(ctx, time.Duration(500+rng.IntN(2500))*time.Millisecond)
+				err = p.start(ctx)
+			}
+		case "restart temporal":
+			err = restartTemporal(ctx)
+		}
+		a.downed = time.Since(t0)
+		if err != nil {
+			t.Errorf("%s: %v", what, err)
+		}
+		mu.Lock()
+		actions = append(actions, a)
+		mu.Unlock()
+		t.Logf("chaos: %s at +%s (%d business keys recorded), back after %s",
+			what, a.at.Round(100*time.Millisecond), a.keys, a.downed.Round(100*time.Millisecond))
+	}
+	// At least two kills of each process and one Temporal restart, in a
+	// random order, at random moments; more kills while publishing lasts.
+	plan := []string{"kill bridge", "kill worker", "kill bridge", "kill worker"}
+	rng.Shuffle(len(plan), func(a, b int) { plan[a], plan[b] = plan[b], plan[a] })
+	at := 1 + rng.IntN(len(plan)-1)
+	plan = append(plan[:at], append([]string{"restart temporal"}, plan[at:]...)...)
+	var pubErr error
+	published := false
+	waitPub := (<-chan error)(pubDone)
+	for i := 0; !published || i < len(plan); i++ {
+		wait := time.Duration(4000+rng.IntN(9000)) * time.Millisecond
+		select {
+		case pubErr = <-waitPub:
+			published, waitPub = true, nil
+			if i >= len(plan) {
+				continue
+			}
+			sleepCtx(ctx, wait)
+		case <-time.After(wait):
+		case <-ctx.Done():
+			t.Fatalf("timed out during the chaos phase: %v", ctx.Err())
+		}
+		what := []string{"kill bridge", "kill worker"}[rng.IntN(2)]
+		if i < len(plan) {
+			what = plan[i]
+		}
+		do(what)
+	}
+	pubTook := time.Since(pubStart)
+	if pubErr != nil {
+		t.Fatalf("publish: %v", pubErr)
+	}
+	t.Logf("published %d messages in %s (%.0f/s)", c.Messages, pubTook.Round(100*time.Millisecond), float64(c.Messages)/pubTook.Seconds())
+	for _, p := range []*proc{worker, bridge} {
+		if !p.running() {
+			if err := p.start(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	// Wait until it settles; then every invariant must hold.
+	settleStart := time.Now()
+	last := time.Now()
+	r, err := check.WaitSettled(ctx, db, &s.Expected, check.WaitOptions{
+		Wait: settleWait, Interval: 2 * time.Second, Settle: 10 * time.Second,
+		Progress: func(r *check.Report) {
+			if time.Since(last) > 20*time.Second {
+				last = time.Now()
+				n := 0
+				for _, v := range r.EventsByOutcome {
+					n += v
+				}
+				t.Logf("settling: %s, %d of %d business keys recorded, %d invariant(s) not holding yet",
+					time.Since(settleStart).Round(time.Second), n, len(s.Expected.Keys), len(r.Failed()))
+			}
+		},
+	})
+	var out bytes.Buffer
+	if r != nil {
+		r.Write(&out)
+	}
+	t.Logf("settled in %s after publishing:\n%s", time.Since(settleStart).Round(100*time.Millisecond), out.String())
+	if err != nil {
+		t.Fatalf("the invariants do not hold: %v", err)
+	}
+
+	// Nothing crashed on bad input or anything else.
+	for _, p := range []*proc{worker, bridge} {
+		if x := p.unexpectedExits(); len(x) > 0 {
+			t.Errorf("invariant 4: %s", strings.Join(x, "; "))
+		}
+	}
+	kills := map[string]int{}
+	for _, a := range actions {
+		kills[a.what]++
+	}
+	if kills["kill bridge"] < 2 || kills["kill worker"] < 2 || kills["restart temporal"] < 1 {
+		t.Fatalf("chaos incomplete: %v", kills)
+	}
+	t.Logf("figures: %d messages (%d orders, %d duplicates, %d conflicts, %d bad, %d lost events), bridge killed %d times, worker killed %d times, Temporal restarted %d time(s); publish %s, settle %s, total %s",
+		c.Messages, c.Orders, c.Duplicates, c.Conflicts, c.Bad, c.Lost,
+		kills["kill bridge"], kills["kill worker"], kills["restart temporal"],
+		pubTook.Round(time.Second), time.Since(settleStart).Round(time.Second), time.Since(began).Round(time.Second))
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// requireLocalTemporal fails unless the Temporal server is the local dev
+// server that scripts/stack.sh controls: the test restarts it.
+func requireLocalTemporal(t *testing.T) {
+	t.Helper()
+	out, err := exec.Command(stackScript, "status", "temporal").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "running") {
+		t.Fatalf("this test restarts the local Temporal dev server through scripts/stack.sh, which reports: %s (%v); run `make up`", bytes.TrimSpace(out), err)
+	}
+	if a := config.FromEnv().TemporalAddress; !strings.HasPrefix(a, "127.0.0.1:") && !strings.HasPrefix(a, "localhost:") {
+		t.Fatalf("TEMPORAL_ADDRESS is %s, not the local dev server this test restarts", a)
+	}
+}
+
+// restartTemporal stops the local Temporal dev server and starts it again
+// with the stack script, which waits until it is healthy.
+func restartTemporal(ctx context.Context) error {
+	run := func(args ...string) error {
+		cmd := exec.CommandContext(ctx, stackScript, args...)
+		cmd.Env = os.Environ()
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("scripts/stack.sh %s: %w\n%s", strings.Join(args, " "), err, out)
+		}
+		return nil
+	}
+	if err := run("down", "temporal"); err != nil {
+		return err
+	}
+	if out, _ := exec.Command(stackScript, "status", "temporal").CombinedOutput(); !strings.Contains(string(out), "stopped") {
+		return fmt.Errorf("Temporal still runs after scripts/stack.sh down temporal: %s", out)
+	}
+	sleepCtx(ctx, 2*time.Second)
+	return run("up", "temporal")
+}
