@@ -38,9 +38,6 @@ CREATE TABLE orders (
     CONSTRAINT orders_points_need_purchase CHECK (purchased OR purchase_points = 0)
 );
 
--- Listing orders by status (operators, dashboards).
-CREATE INDEX orders_status_idx ON orders (status);
-
 -- order_events: every business key ever seen, once, with the first decision
 -- taken on it. A repeat delivery of the same content only increments
 -- times_seen and last_seen_at; the stored decision is returned again, so a
@@ -83,8 +80,9 @@ CREATE TABLE order_events (
     CONSTRAINT order_events_points_only_when_applied CHECK (points_kind = '' OR outcome = 'applied')
 );
 
--- Counting events by outcome (reports, invariant checks).
-CREATE INDEX order_events_outcome_idx ON order_events (outcome);
+-- No secondary index: every query of the service reads one order's rows
+-- (primary key prefix). Orders are listed by status through Temporal's
+-- OrderStatus search attribute, not here.
 
 -- points_ledger: loyalty points, one signed row per effect: a purchase row
 -- of +N (a purchase of 0 points still gets its row, so "the purchase was
