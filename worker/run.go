@@ -102,6 +102,8 @@ func run(ctx context.Context, stop context.CancelFunc, args []string) error {
 	if err != nil {
 		return err
 	}
+	// Libraries that log through the default logger (migrations) log JSON too.
+	slog.SetDefault(logger)
 	if err := serve(ctx, stop, cfg, o, logger); err != nil {
 		logger.Error("worker failed", "err", err)
 		return err
@@ -185,7 +187,7 @@ func serve(ctx context.Context, stop context.CancelFunc, cfg config.Config, o op
 	var runErr error
 	select {
 	case <-ctx.Done():
-		logger.Info("shutdown requested; letting running activities finish", "stop_timeout", o.StopTimeout)
+		logger.Info("shutdown requested; letting running activities finish", "stop_timeout", o.StopTimeout.String())
 	case err := <-fatal:
 		runErr = fmt.Errorf("worker fatal error: %w", err)
 	}

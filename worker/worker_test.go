@@ -280,6 +280,12 @@ func TestWorkerSurvivesSIGKILL(t *testing.T) {
 		t.Errorf("SIGTERM: exit code %d, want 0", code)
 	}
 	log := second.log.String()
+	for _, line := range strings.Split(strings.TrimSpace(log), "\n") {
+		if !json.Valid([]byte(line)) {
+			t.Errorf("log line is not JSON: %s", line)
+			break
+		}
+	}
 	for _, want := range []string{`"msg":"shutdown requested; letting running activities finish"`, `"msg":"worker stopped"`} {
 		if !strings.Contains(log, want) {
 			t.Errorf("log lacks %s", want)
