@@ -76,28 +76,31 @@ func loadOrder(tx *gorm.DB, orderID string) (fsm.Order, bool, error) {
 // An invalid event is a non-retryable application error of type
 // ErrTypeInvalidEvent and writes nothing. Otherwise, in one transaction:
 //
-//  1. pg_advisory_xact_lock(hashtextextended(order_id, 0)) serializes every
-//     ApplyEvent of the order, including the first events of an order that
-//     has no row yet (two of them must not both "create" it). Each later
-//     statement of the transaction (READ COMMITTED) sees what the previous
-//     holder of the lock committed.
-//  2. The order and the order_events row of the business key are read.
-//  3. Row present, same content hash: a repeat (redelivery, or a retry after
+//  1. orderflow_lock_and_read (migration 00002), in one round trip, takes
+//     pg_advisory_xact_lock(hashtextextended(order_id, 0)), which serializes
+//     every ApplyEvent of the order, including the first events of an order
+//     that has no row yet (two of them must not both "create" it); then,
+//     with a snapshot taken after the lock was granted, it reads the order
+//     and the order_events row of the business key. The rest of the
+//     transaction runs under that lock.
+//  2. Row present, same content hash: a repeat (redelivery, or a retry after
 //     a commit whose completion was lost). times_seen and last_seen_at are
 //     incremented and the stored decision is returned with Repeat true, its
 //     Next being the current order. Nothing else changes.
-//  4. Row present, different content: a conflict. The row's conflicts
+//  3. Row present, different content: a conflict. The row's conflicts
 //     counter is incremented (it counts conflicting deliveries, retries of
 //     the same one included), the event is parked in dead_letters (reason
 //     "conflict: ...", fingerprint-deduplicated, so a retry adds no row) and
 //     the outcome is Conflict. The order is unchanged.
-//  5. Row absent: fsm.Decide judges the event against the stored order. An
+//  4. Row absent: fsm.Decide judges the event against the stored order. An
 //     applied event upserts the order with the version guard evaluated
 //     inside the write (ON CONFLICT ... DO UPDATE ... WHERE orders.version <
-//     EXCLUDED.version), which must affect exactly one row; the points due
-//     (purchased, purchase_points, refunded) change in the same write. The
-//     order_events row is inserted with the decision, whatever the outcome,
-//     so the table is a complete audit.
+//     EXCLUDED.version) and inserts the order_events row in the same
+//     statement, which must affect exactly one row; the points due
+//     (purchased, purchase_points, refunded) change in the same write. Any
+//     other outcome inserts the order_events row alone, so the table is a
+//     complete audit. The points themselves are AwardPoints' job: the
+//     decision says which row is due.
 //
 // Database errors are returned wrapped and are retryable.
 func (a *Activities) ApplyEvent(ctx context.Context, in ApplyEventInput) (ApplyEventResult, error) {
