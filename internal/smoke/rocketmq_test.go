@@ -15,6 +15,10 @@ import (
 	"github.com/orderflow/orderflow/internal/testenv"
 )
 
+// consumerSettle is the shortest life of a push consumer in these tests; see
+// the shutdown in TestRocketMQRoundTrip.
+const consumerSettle = 2 * time.Second
+
 // received is one delivered message, copied out of the consumer callback.
 type received struct {
 	body, keys, tag, msgID string
@@ -33,6 +37,10 @@ func TestRocketMQRoundTrip(t *testing.T) {
 	p, err := rocketmq.NewProducer(
 		producer.WithNsResolver(primitive.NewPassthroughResolver(namesrv)),
 		producer.WithGroupName(testenv.UniqueName("smoke-producer")),
+		// Clients of one process share a connection per instance name, and
+		// shutting the shared one down races with the consumer's rebalance
+		// inside rocketmq-client-go: give each client its own.
+		producer.WithInstanceName(testenv.UniqueName("smoke-producer")),
 		producer.WithQueueSelector(producer.NewHashQueueSelector()),
 		producer.WithRetry(2),
 	)
@@ -86,6 +94,7 @@ func TestRocketMQRoundTrip(t *testing.T) {
 	c, err := rocketmq.NewPushConsumer(
 		consumer.WithNsResolver(primitive.NewPassthroughResolver(namesrv)),
 		consumer.WithGroupName(testenv.UniqueName("smoke-group")),
+		consumer.WithInstance(testenv.UniqueName("smoke-consumer")),
 		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
 	)
 	if err != nil {
@@ -110,8 +119,14 @@ func TestRocketMQRoundTrip(t *testing.T) {
 	if err := c.Start(); err != nil {
 		t.Fatalf("start push consumer: %v", err)
 	}
+	started := time.Now()
 	defer func() {
 		close(done)
+		// rocketmq-client-go v2.1.2 flags its client closed without
+		// synchronisation while a rebalance that the broker triggered (on
+		// the consumer's own registration) may still be sending requests: a
+		// data race inside the library. Let that rebalance finish first.
+		time.Sleep(time.Until(started.Add(consumerSettle)))
 		_ = c.Shutdown()
 		inflight.Wait()
 	}()

@@ -1,0 +1,21 @@
+# orderflow's two processes in one image: ./worker (Temporal worker) and
+# ./starter (RocketMQ -> Temporal bridge; also `starter publish` and
+# `starter check`). Used by docker-compose.yml.
+
+FROM golang:1.26-bookworm AS build
+WORKDIR /src
+# Dependencies first, so that code changes reuse the module cache layer.
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/worker ./worker && \
+    CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/starter ./starter
+
+FROM gcr.io/distroless/static-debian12:nonroot
+WORKDIR /app
+COPY --from=build /out/worker /out/starter /app/
+# Metrics, /healthz and /readyz: worker :9090, bridge :9091.
+EXPOSE 9090 9091
+USER nonroot:nonroot
+ENTRYPOINT []
+CMD ["./worker"]
