@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/orderflow/orderflow/config"
+	"github.com/orderflow/orderflow/internal/testenv"
 )
 
 func TestParseLevel(t *testing.T) {
@@ -119,5 +122,57 @@ func TestNewServerBadAddress(t *testing.T) {
 	_, err := NewServer("256.0.0.1:bad", prometheus.NewRegistry(), NewLogger(io.Discard, slog.LevelInfo, "t"))
 	if err == nil {
 		t.Fatal("NewServer on a bad address succeeded")
+	}
+}
+
+func TestNewTemporalClientUnreachable(t *testing.T) {
+	cfg := config.Defaults()
+	cfg.TemporalAddress = "127.0.0.1:1"
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := NewTemporalClient(ctx, cfg, NewLogger(io.Discard, slog.LevelInfo, "t"), nil)
+	if err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Fatalf("dial of an unreachable frontend: err = %v, want one naming the address", err)
+	}
+}
+
+func TestNewTemporalClientAndCheck(t *testing.T) {
+	testenv.RequireTemporal(t) // fails with "run make up" when the server is down
+	m, err := NewMetrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	var logs bytes.Buffer
+	c, err := NewTemporalClient(context.Background(), config.FromEnv(), NewLogger(&logs, slog.LevelDebug, "t"), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := TemporalCheck(c).Check(context.Background()); err != nil {
+		t.Fatalf("temporal check: %v", err)
+	}
+	c.Close()
+	if err := TemporalCheck(c).Check(context.Background()); err == nil {
+		t.Error("temporal check passes on a closed client")
+	}
+}
+
+func TestPingCheck(t *testing.T) {
+	db, _ := testenv.NewDatabase(t)
+	sqlDB, err := db.DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := PingCheck("postgres", sqlDB)
+	if check.Name != "postgres" {
+		t.Errorf("name %q", check.Name)
+	}
+	if err := check.Check(context.Background()); err != nil {
+		t.Fatalf("ping a live database: %v", err)
+	}
+	_ = sqlDB.Close()
+	if err := check.Check(context.Background()); err == nil {
+		t.Error("ping of a closed pool succeeded")
 	}
 }
