@@ -42,46 +42,29 @@ func (a *Activities) AwardPoints(ctx context.Context, in AwardPointsInput) (Awar
 	if err := validatePoints(in); err != nil {
 		return AwardPointsResult{}, invalid(ErrTypeInvalidInput, err)
 	}
-	// One statement: the insert, or, when the row already exists, the
-	// stored row to compare (absent when it was committed concurrently,
-	// after this statement's snapshot).
-	rows, err := a.DB.WithContext(ctx).Raw(`WITH ins AS (
-			INSERT INTO points_ledger (order_id, user_id, kind, points, version)
-			VALUES (?, ?, ?, ?, ?) ON CONFLICT (order_id, kind) DO NOTHING
-			RETURNING points, version)
-		SELECT true, points, version FROM ins
-		UNION ALL
-		SELECT false, points, version FROM points_ledger
-		WHERE order_id = ? AND kind = ? AND NOT EXISTS (SELECT 1 FROM ins)`,
-		in.OrderID, in.UserID, string(in.Kind), in.Points, in.Version, in.OrderID, string(in.Kind)).Rows()
-	if err == nil {
-		defer rows.Close()
-	}
-	var (
-		inserted, found bool
-		points, version int64
-	)
-	for err == nil && rows.Next() {
-		found = true
-		err = rows.Scan(&inserted, &points, &version)
-	}
-	if err == nil {
-		err = rows.Err()
-	}
-	if err != nil {
-		if pgCode(err) == "23503" { // foreign_key_violation
+	db := a.DB.WithContext(ctx)
+	r := db.Exec(`INSERT INTO points_ledger (order_id, user_id, kind, points, version)
+		VALUES (?, ?, ?, ?, ?) ON CONFLICT (order_id, kind) DO NOTHING`,
+		in.OrderID, in.UserID, string(in.Kind), in.Points, in.Version)
+	if r.Error != nil {
+		if pgCode(r.Error) == "23503" { // foreign_key_violation
 			return AwardPointsResult{}, invalid(ErrTypeUnknownOrder,
 				fmt.Errorf("order %s has no row: %s points cannot be awarded", in.OrderID, in.Kind))
 		}
-		return AwardPointsResult{}, fmt.Errorf("award %s points for %s: %w", in.Kind, in.OrderID, err)
+		return AwardPointsResult{}, fmt.Errorf("award %s points for %s: %w", in.Kind, in.OrderID, r.Error)
 	}
-	if inserted {
+	if r.RowsAffected == 1 {
 		a.observePoints(in.Kind, in.Points)
 		return AwardPointsResult{Inserted: true}, nil
 	}
 	// Already awarded (a retry or a redelivery). The row must say the same;
 	// if it does not, keep the first one and say so.
-	if found && points != in.Points {
+	var points, version int64
+	if err := db.Raw(`SELECT points, version FROM points_ledger WHERE order_id = ? AND kind = ?`,
+		in.OrderID, string(in.Kind)).Row().Scan(&points, &version); err != nil {
+		return AwardPointsResult{}, fmt.Errorf("read %s points of %s: %w", in.Kind, in.OrderID, err)
+	}
+	if points != in.Points {
 		slog.WarnContext(ctx, "points already awarded with a different amount; keeping the first row",
 			"order_id", in.OrderID, "kind", in.Kind, "stored_points", points, "stored_version", version,
 			"points", in.Points, "version", in.Version)
