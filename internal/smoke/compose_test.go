@@ -1,0 +1,393 @@
+package smoke
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/compose-spec/compose-go/v2/cli"
+	"github.com/compose-spec/compose-go/v2/types"
+
+	"github.com/orderflow/orderflow/config"
+	"github.com/orderflow/orderflow/workflows"
+)
+
+// Local ports of the stack (scripts/stack.sh and DESIGN.md); docker-compose
+// publishes the same ones, so the two are interchangeable for a user.
+const (
+	portTemporalUI = "8233"
+	portBroker     = "10911"
+	portWorker     = "9090"
+	portBridge     = "9091"
+)
+
+// composeServices are the services docker-compose.yml must define.
+var composeServices = []string{
+	"postgres", "temporal", "temporal-setup", "temporal-ui",
+	"rocketmq-namesrv", "rocketmq-broker", "rocketmq-topic", "worker", "starter",
+}
+
+// repoRoot returns the repository's root directory (two levels up).
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("repository root not found from %s: %v", root, err)
+	}
+	return root
+}
+
+// loadCompose parses a compose file with compose-spec's loader, as
+// `docker compose` does, without the caller's environment.
+func loadCompose(t *testing.T, root, file string) (*types.Project, error) {
+	t.Helper()
+	opts, err := cli.NewProjectOptions([]string{file},
+		cli.WithWorkingDirectory(root),
+		cli.WithName("orderflow"),
+	)
+	if err != nil {
+		return nil, err
+	}
+	return opts.LoadProject(context.Background())
+}
+
+// TestDockerCompose parses docker-compose.yml and checks it against the
+// code's defaults: services, published ports, the worker's and bridge's
+// environment, and the files it mounts and builds from.
+func TestDockerCompose(t *testing.T) {
+	root := repoRoot(t)
+	p, err := loadCompose(t, root, filepath.Join(root, "docker-compose.yml"))
+	if err != nil {
+		t.Fatalf("docker-compose.yml does not load: %v", err)
+	}
+	for _, problem := range composeProblems(root, p) {
+		t.Error(problem)
+	}
+}
+
+// TestDockerComposeCheckFindsMistakes feeds the check mistaken variants of
+// docker-compose.yml, so that a passing TestDockerCompose means something.
+func TestDockerComposeCheckFindsMistakes(t *testing.T) {
+	root := repoRoot(t)
+	orig, err := os.ReadFile(filepath.Join(root, "docker-compose.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name, old, new, want string
+	}{
+		{"wrong task queue", "ORDERFLOW_TASK_QUEUE: orderflow", "ORDERFLOW_TASK_QUEUE: orders", "ORDERFLOW_TASK_QUEUE"},
+		{"wrong database password", "orderflow:orderflow@postgres", "orderflow:secret@postgres", "DATABASE_URL"},
+		{"name server port", "ROCKETMQ_NAMESRV: rocketmq-namesrv:9876", "ROCKETMQ_NAMESRV: rocketmq-namesrv:9877", "ROCKETMQ_NAMESRV"},
+		{"unknown temporal host", "TEMPORAL_ADDRESS: temporal:7233\n  TEMPORAL_NAMESPACE", "TEMPORAL_ADDRESS: temporal-frontend:7233\n  TEMPORAL_NAMESPACE", "TEMPORAL_ADDRESS"},
+		{"UI port", `"8233:8080"`, `"8080:8080"`, "temporal-ui"},
+		{"topic", "-t ORDER_EVENTS", "-t ORDERS", "ORDER_EVENTS"},
+		{"search attribute", "--name OrderStatus", "--name Status", "OrderStatus"},
+		{"worker command", `command: ["./worker"]`, `command: ["./bridge"]`, "worker"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if !strings.Contains(string(orig), tc.old) {
+				t.Fatalf("docker-compose.yml no longer contains %q; update this case", tc.old)
+			}
+			mutated := strings.Replace(string(orig), tc.old, tc.new, 1)
+			// Relative paths resolve against the repository root, the
+			// project directory given to the loader.
+			f := filepath.Join(t.TempDir(), "docker-compose.yml")
+			if err := os.WriteFile(f, []byte(mutated), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			p, err := loadCompose(t, root, f)
+			if err != nil {
+				t.Fatalf("mutated file does not load: %v", err)
+			}
+			problems := composeProblems(root, p)
+			for _, pr := range problems {
+				if strings.Contains(pr, tc.want) {
+					return
+				}
+			}
+			t.Fatalf("check missed the mistake (want a problem mentioning %q); problems: %q", tc.want, problems)
+		})
+	}
+}
+
+// composeProblems lists every way p disagrees with the code's defaults.
+func composeProblems(root string, p *types.Project) []string {
+	var out []string
+	bad := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
+
+	for _, name := range composeServices {
+		if _, ok := p.Services[name]; !ok {
+			bad("service %s missing", name)
+		}
+	}
+	if len(out) > 0 {
+		return out
+	}
+	def := config.Defaults()
+	dbDefault, err := url.Parse(def.DatabaseURL)
+	if err != nil {
+		return []string{fmt.Sprintf("config's default DATABASE_URL does not parse: %v", err)}
+	}
+
+	// Published ports: the same as the local stack's.
+	publishes := func(svc, published, target string) {
+		for _, port := range p.Services[svc].Ports {
+			if port.Published == published && strconv.Itoa(int(port.Target)) == target {
+				return
+			}
+		}
+		bad("service %s: want port %s published to container port %s, have %v", svc, published, target, p.Services[svc].Ports)
+	}
+	publishes("postgres", dbDefault.Port(), "5432")
+	publishes("temporal", portOf(def.TemporalAddress), "7233")
+	publishes("temporal-ui", portTemporalUI, "8080")
+	publishes("rocketmq-namesrv", portOf(def.RocketMQNamesrv), "9876")
+	publishes("rocketmq-broker", portBroker, portBroker)
+	publishes("worker", portWorker, portWorker)
+	publishes("starter", portBridge, portBridge)
+
+	// PostgreSQL creates the role and database of DATABASE_URL.
+	pg := env(p, "postgres")
+	pass, _ := dbDefault.User.Password()
+	for k, want := range map[string]string{
+		"POSTGRES_USER":     dbDefault.User.Username(),
+		"POSTGRES_PASSWORD": pass,
+		"POSTGRES_DB":       strings.TrimPrefix(dbDefault.Path, "/"),
+	} {
+		if pg[k] != want {
+			bad("service postgres: %s = %q, want %q (from config's DATABASE_URL)", k, pg[k], want)
+		}
+	}
+
+	// Worker and bridge: every setting of package config, pointing at the
+	// compose services on the default ports, with the default names.
+	for _, svc := range []string{"worker", "starter"} {
+		e := env(p, svc)
+		for _, s := range config.Settings {
+			v, ok := e[s.Env]
+			if !ok {
+				bad("service %s: %s not set", svc, s.Env)
+				continue
+			}
+			switch s.Env {
+			case "TEMPORAL_ADDRESS":
+				checkHostPort(p, &out, svc, s.Env, v, "temporal", portOf(s.Default))
+			case "ROCKETMQ_NAMESRV":
+				checkHostPort(p, &out, svc, s.Env, v, "rocketmq-namesrv", portOf(s.Default))
+			case "DATABASE_URL":
+				checkDatabaseURL(&out, svc, v, dbDefault)
+			default:
+				if v != s.Default {
+					bad("service %s: %s = %q, want the default %q", svc, s.Env, v, s.Default)
+				}
+			}
+		}
+		if e["ORDERFLOW_TASK_QUEUE"] != workflows.TaskQueue {
+			bad("service %s: ORDERFLOW_TASK_QUEUE = %q, want workflows.TaskQueue %q", svc, e["ORDERFLOW_TASK_QUEUE"], workflows.TaskQueue)
+		}
+		sc := p.Services[svc]
+		if want := []string{"./" + svc}; !slices.Equal([]string(sc.Command), want) {
+			bad("service %s: command %q, want %q", svc, sc.Command, want)
+		}
+		if sc.Build == nil || filepath.Clean(sc.Build.Context) != root {
+			bad("service %s: want build context the repository root", svc)
+		}
+		if _, err := os.Stat(filepath.Join(root, svc, "main.go")); err != nil {
+			bad("service %s: package ./%s has no main.go: %v", svc, svc, err)
+		}
+		for _, dep := range []string{"postgres", "temporal-setup"} {
+			if _, ok := sc.DependsOn[dep]; !ok {
+				bad("service %s: want depends_on %s", svc, dep)
+			}
+		}
+	}
+	if _, ok := p.Services["starter"].DependsOn["rocketmq-topic"]; !ok {
+		bad("service starter: want depends_on rocketmq-topic (the topic must exist before the bridge subscribes)")
+	}
+	if got := env(p, "worker")["ORDERFLOW_WORKER_METRICS_ADDR"]; portOf(got) != portWorker {
+		bad("service worker: ORDERFLOW_WORKER_METRICS_ADDR = %q, want port %s", got, portWorker)
+	}
+	if got := env(p, "starter")["BRIDGE_METRICS_ADDR"]; portOf(got) != portBridge {
+		bad("service starter: BRIDGE_METRICS_ADDR = %q, want port %s", got, portBridge)
+	}
+
+	// The Dockerfile builds both binaries the services run.
+	if df, err := os.ReadFile(filepath.Join(root, "Dockerfile")); err != nil {
+		bad("Dockerfile: %v", err)
+	} else {
+		for _, pkg := range []string{"./worker", "./starter"} {
+			if !strings.Contains(string(df), pkg) {
+				bad("Dockerfile does not build %s", pkg)
+			}
+		}
+	}
+
+	// Temporal: the UI and the setup job talk to the temporal service; the
+	// setup job registers the search attribute the workflow sets.
+	if got := env(p, "temporal-ui")["TEMPORAL_ADDRESS"]; got != "temporal:7233" {
+		bad("service temporal-ui: TEMPORAL_ADDRESS = %q, want temporal:7233", got)
+	}
+	setup := strings.Join(p.Services["temporal-setup"].Command, " ")
+	if !strings.Contains(setup, "--name "+workflows.SearchAttributeOrderStatus) || !strings.Contains(setup, "--type Keyword") {
+		bad("service temporal-setup: want it to create search attribute %s of type Keyword; command %q", workflows.SearchAttributeOrderStatus, setup)
+	}
+	tmp := env(p, "temporal")
+	if tmp["POSTGRES_SEEDS"] != "postgres" {
+		bad("service temporal: POSTGRES_SEEDS = %q, want postgres", tmp["POSTGRES_SEEDS"])
+	}
+	checkTemporalDatabases(root, &out, tmp)
+
+	// RocketMQ: the topic job creates the default topic with at least 4
+	// queues, and the broker announces an address reachable in the network.
+	topicCmd := strings.Join(p.Services["rocketmq-topic"].Command, " ")
+	if !regexp.MustCompile(`-t ` + regexp.QuoteMeta(def.Topic) + `\b`).MatchString(topicCmd) {
+		bad("service rocketmq-topic: want it to create topic %s; command %q", def.Topic, topicCmd)
+	}
+	for _, flag := range []string{"-r", "-w"} {
+		m := regexp.MustCompile(regexp.QuoteMeta(flag) + ` (\d+)`).FindStringSubmatch(topicCmd)
+		if m == nil {
+			bad("service rocketmq-topic: %s (queues) missing in %q", flag, topicCmd)
+		} else if n, _ := strconv.Atoi(m[1]); n < 4 {
+			bad("service rocketmq-topic: %s %d, want at least 4 queues", flag, n)
+		}
+	}
+	checkBrokerConf(root, p, &out)
+	return out
+}
+
+// env returns a service's environment with unset values as "".
+func env(p *types.Project, svc string) map[string]string {
+	out := map[string]string{}
+	for k, v := range p.Services[svc].Environment {
+		if v != nil {
+			out[k] = *v
+		} else {
+			out[k] = ""
+		}
+	}
+	return out
+}
+
+func portOf(hostport string) string {
+	_, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return ""
+	}
+	return port
+}
+
+func checkHostPort(p *types.Project, out *[]string, svc, key, v, wantHost, wantPort string) {
+	host, port, err := net.SplitHostPort(v)
+	if err != nil {
+		*out = append(*out, fmt.Sprintf("service %s: %s = %q is not host:port", svc, key, v))
+		return
+	}
+	if _, ok := p.Services[host]; !ok || host != wantHost {
+		*out = append(*out, fmt.Sprintf("service %s: %s = %q, want host %s (a compose service)", svc, key, v, wantHost))
+	}
+	if port != wantPort {
+		*out = append(*out, fmt.Sprintf("service %s: %s = %q, want port %s (config's default)", svc, key, v, wantPort))
+	}
+}
+
+func checkDatabaseURL(out *[]string, svc, v string, def *url.URL) {
+	u, err := url.Parse(v)
+	if err != nil {
+		*out = append(*out, fmt.Sprintf("service %s: DATABASE_URL does not parse: %v", svc, err))
+		return
+	}
+	defPass, _ := def.User.Password()
+	pass, _ := u.User.Password()
+	switch {
+	case u.Scheme != def.Scheme || u.Hostname() != "postgres" || u.Port() != def.Port():
+		*out = append(*out, fmt.Sprintf("service %s: DATABASE_URL %q, want %s://…@postgres:%s", svc, v, def.Scheme, def.Port()))
+	case u.User.Username() != def.User.Username() || pass != defPass || u.Path != def.Path:
+		*out = append(*out, fmt.Sprintf("service %s: DATABASE_URL %q, want the user, password and database of config's default", svc, v))
+	case u.Query().Get("sslmode") != def.Query().Get("sslmode"):
+		*out = append(*out, fmt.Sprintf("service %s: DATABASE_URL %q, want sslmode=%s", svc, v, def.Query().Get("sslmode")))
+	}
+}
+
+// checkTemporalDatabases: the databases and role the temporal service uses
+// are the ones deploy/postgres/init.sql creates.
+func checkTemporalDatabases(root string, out *[]string, e map[string]string) {
+	sql, err := os.ReadFile(filepath.Join(root, "deploy", "postgres", "init.sql"))
+	if err != nil {
+		*out = append(*out, fmt.Sprintf("deploy/postgres/init.sql: %v", err))
+		return
+	}
+	s := string(sql)
+	for _, want := range []string{
+		"CREATE ROLE " + e["POSTGRES_USER"] + " LOGIN PASSWORD '" + e["POSTGRES_PWD"] + "'",
+		"CREATE DATABASE " + e["DBNAME"] + " ",
+		"CREATE DATABASE " + e["VISIBILITY_DBNAME"] + " ",
+	} {
+		if !strings.Contains(s, want) {
+			*out = append(*out, fmt.Sprintf("service temporal: deploy/postgres/init.sql lacks %q", want))
+		}
+	}
+	if e["SKIP_DB_CREATE"] != "true" {
+		*out = append(*out, "service temporal: SKIP_DB_CREATE should be true (init.sql creates the databases)")
+	}
+}
+
+// checkBrokerConf: the broker's mounted configuration registers it with the
+// name server service under its own service name and listens on the
+// published port.
+func checkBrokerConf(root string, p *types.Project, out *[]string) {
+	var conf string
+	for _, v := range p.Services["rocketmq-broker"].Volumes {
+		if v.Type == types.VolumeTypeBind && strings.HasSuffix(v.Target, ".conf") {
+			conf = v.Source
+		}
+	}
+	if conf == "" {
+		*out = append(*out, "service rocketmq-broker: no broker .conf file mounted")
+		return
+	}
+	cmd := strings.Join(p.Services["rocketmq-broker"].Command, " ")
+	f, err := os.Open(conf)
+	if err != nil {
+		*out = append(*out, fmt.Sprintf("service rocketmq-broker: %v", err))
+		return
+	}
+	defer f.Close()
+	props := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(line, "#") {
+			props[strings.TrimSpace(k)] = strings.TrimSpace(v)
+		}
+	}
+	for k, want := range map[string]string{
+		"brokerIP1":   "rocketmq-broker",
+		"namesrvAddr": "rocketmq-namesrv:" + portOf(config.Defaults().RocketMQNamesrv),
+		"listenPort":  portBroker,
+	} {
+		if props[k] != want {
+			*out = append(*out, fmt.Sprintf("service rocketmq-broker: %s = %q in %s, want %q", k, props[k], filepath.Base(conf), want))
+		}
+	}
+	if !strings.Contains(cmd, "-c ") {
+		*out = append(*out, fmt.Sprintf("service rocketmq-broker: command %q does not pass the mounted configuration with -c", cmd))
+	}
+	rel, _ := filepath.Rel(root, conf)
+	if strings.HasPrefix(rel, "..") {
+		*out = append(*out, fmt.Sprintf("service rocketmq-broker: configuration %s is outside the repository", conf))
+	}
+}
