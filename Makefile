@@ -6,11 +6,16 @@ GO ?= go
 # and a timeout long enough for the end-to-end and crash tests.
 GOTEST_FLAGS ?= -race -p 2 -timeout 30m
 
-.PHONY: up down status deps test vet
+.PHONY: up down status deps test vet demo
 
 ## up: start PostgreSQL, Temporal (UI on :8233) and RocketMQ where not running
 up:
 	@scripts/stack.sh up
+
+## demo: start the stack, run the worker and the bridge, publish a demo
+## scenario and check the invariants; leaves everything running (make down stops it)
+demo: up
+	@scripts/demo.sh
 
 ## down: stop the local stack, keeping its data in .data/
 down:
