@@ -68,8 +68,12 @@ func OrderWorkflow(ctx workflow.Context, in Input) (Result, error) {
 		return Result{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("workflow ID %q is not an order workflow ID", info.WorkflowExecution.ID), "BadWorkflowID", nil)
 	}
+	// Activities run on a disconnected context: a cancellation request must
+	// not interrupt an event half-way; the loop notices it between events.
+	actx, _ := workflow.NewDisconnectedContext(ctx)
 	r := &run{
-		ctx:    workflow.WithActivityOptions(ctx, ActivityOptions()),
+		root:   ctx,
+		ctx:    workflow.WithActivityOptions(actx, ActivityOptions()),
 		logger: log.With(workflow.GetLogger(ctx), "order_id", orderID),
 		params: in.Params.withDefaults(),
 	}
@@ -99,7 +103,8 @@ func OrderWorkflow(ctx workflow.Context, in Input) (Result, error) {
 
 // run is one run of OrderWorkflow.
 type run struct {
-	ctx    workflow.Context // with activity options
+	root   workflow.Context // the workflow's context: timers, signals, cancellation
+	ctx    workflow.Context // disconnected from cancellation, with activity options
 	logger log.Logger
 	params Params
 	state  State
@@ -155,13 +160,16 @@ func (r *run) deadline() (time.Time, string) {
 }
 
 func (r *run) loop(ch workflow.ReceiveChannel) (Result, error) {
-	ctx := r.ctx
+	ctx := r.root
 	var (
 		timer       workflow.Future
 		timerAt     time.Time
 		cancelTimer workflow.CancelFunc
 	)
 	for {
+		if ctx.Err() != nil {
+			return Result{}, r.cancelled(ch)
+		}
 		deadline, reason := r.deadline()
 		now := workflow.Now(ctx)
 		if !now.Before(deadline) {
@@ -214,6 +222,18 @@ func (r *run) loop(ch workflow.ReceiveChannel) (Result, error) {
 			}
 		}
 	}
+}
+
+// cancelled handles the signals already delivered, then ends the run as
+// cancelled (an operator asked for it).
+func (r *run) cancelled(ch workflow.ReceiveChannel) error {
+	n, err := r.drain(ch)
+	if err != nil {
+		return err
+	}
+	r.logger.Warn("order workflow cancelled", "drained", n,
+		"status", r.state.Order.Status, "version", r.state.Order.Version)
+	return r.root.Err()
 }
 
 func (r *run) shouldContinueAsNew() bool {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/orderflow/orderflow/activities"
 	"github.com/orderflow/orderflow/fsm"
+	"github.com/orderflow/orderflow/internal/testenv"
 )
 
 // fakeDB stands in for the activities in the SDK's test environment: it
@@ -113,6 +114,7 @@ type harness struct {
 func newHarness(t *testing.T, orderID string) *harness {
 	t.Helper()
 	var s testsuite.WorkflowTestSuite
+	s.SetLogger(testenv.QuietTemporalLogger())
 	env := s.NewTestWorkflowEnvironment()
 	h := &harness{t: t, env: env, db: newFakeDB()}
 	env.RegisterWorkflowWithOptions(OrderWorkflow, workflow.RegisterOptions{Name: WorkflowType})
@@ -475,5 +477,23 @@ func TestBadWorkflowID(t *testing.T) {
 	env.ExecuteWorkflow(WorkflowType, Input{})
 	if err := env.GetWorkflowError(); err == nil {
 		t.Fatal("workflow with a foreign ID succeeded")
+	}
+}
+
+func TestCancelHandlesDeliveredSignalsFirst(t *testing.T) {
+	h := newHarness(t, "Z-1")
+	h.env.RegisterDelayedCallback(func() {
+		h.env.SignalWorkflow(SignalEvent, ev("Z-1", 1, fsm.Created, 100))
+		h.env.SignalWorkflow(SignalEvent, ev("Z-1", 2, fsm.Paid, 100))
+		h.env.CancelWorkflow()
+	}, time.Second)
+	h.env.ExecuteWorkflow(WorkflowType, Input{Params: params()})
+	err := h.env.GetWorkflowError()
+	var canceled *temporal.CanceledError
+	if !errors.As(err, &canceled) {
+		t.Fatalf("workflow error = %v, want cancelled", err)
+	}
+	if len(h.db.applies) != 2 || len(h.db.awards) != 1 {
+		t.Errorf("applies %v awards %v: delivered signals were not handled before the cancellation", h.db.applies, h.db.awards)
 	}
 }
