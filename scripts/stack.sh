@@ -593,6 +593,8 @@ main() {
 		for svc in "${svcs[@]}"; do svc_do up "$svc"; done
 		;;
 	down)
+		# A full `down` first stops the worker and bridge `make demo` left running.
+		if [ "$#" -eq 0 ] && [ -x "$ROOT/scripts/demo.sh" ]; then "$ROOT/scripts/demo.sh" stop; fi
 		for ((i = ${#svcs[@]} - 1; i >= 0; i--)); do svc_do down "${svcs[$i]}"; done
 		;;
 	status)
