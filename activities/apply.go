@@ -70,65 +70,81 @@ func loadOrder(tx *gorm.DB, orderID string) (fsm.Order, bool, error) {
 	return o, true, nil
 }
 
+// maxApplyAttempts bounds how often ApplyEvent re-reads and re-decides when
+// concurrent writers to the same order keep beating it; past that it returns
+// a retryable error. OrderWorkflow serializes an order's events, so in
+// practice the first attempt wins.
+const maxApplyAttempts = 50
+
 // ApplyEvent applies one event to the database, exactly once per business
 // key (order_id, version), and returns the authoritative decision.
 //
 // An invalid event is a non-retryable application error of type
-// ErrTypeInvalidEvent and writes nothing. Otherwise, in one transaction:
+// ErrTypeInvalidEvent and writes nothing. Otherwise ApplyEvent reads, decides
+// and writes with optimistic concurrency, each write being a single
+// statement and so its own transaction, so the business-key record always
+// commits together with the business write:
 //
-//  1. orderflow_lock_and_read (migration 00002), in one round trip, takes
-//     pg_advisory_xact_lock(hashtextextended(order_id, 0)), which serializes
-//     every ApplyEvent of the order, including the first events of an order
-//     that has no row yet (two of them must not both "create" it); then,
-//     with a snapshot taken after the lock was granted, it reads the order
-//     and the order_events row of the business key. The rest of the
-//     transaction runs under that lock.
+//  1. Read the order and the order_events row of the business key.
 //  2. Row present, same content hash: a repeat (redelivery, or a retry after
 //     a commit whose completion was lost). times_seen and last_seen_at are
 //     incremented and the stored decision is returned with Repeat true, its
-//     Next being the current order. Nothing else changes.
-//  3. Row present, different content: a conflict. The row's conflicts
-//     counter is incremented (it counts conflicting deliveries, retries of
-//     the same one included), the event is parked in dead_letters (reason
-//     "conflict: ...", fingerprint-deduplicated, so a retry adds no row) and
-//     the outcome is Conflict. The order is unchanged.
-//  4. Row absent: fsm.Decide judges the event against the stored order. An
-//     applied event upserts the order with the version guard evaluated
-//     inside the write (ON CONFLICT ... DO UPDATE ... WHERE orders.version <
-//     EXCLUDED.version) and inserts the order_events row in the same
-//     statement, which must affect exactly one row; the points due
-//     (purchased, purchase_points, refunded) change in the same write. Any
+//     Next being the order as read. Nothing else changes.
+//  3. Row present, different content: a conflict. In one transaction, the
+//     row's conflicts counter is incremented (it counts conflicting
+//     deliveries, retries of the same one included) and the event is parked
+//     in dead_letters (reason "conflict: ...", fingerprint-deduplicated, so
+//     a retry adds no row). The outcome is Conflict; the order is unchanged.
+//  4. Row absent: fsm.Decide judges the event against the order as read.
+//     An applied event is written by one statement that upserts the order
+//     and inserts the order_events row. The version guard is evaluated
+//     inside the write: ON CONFLICT (order_id) DO UPDATE ... WHERE
+//     orders.version < EXCLUDED.version AND orders.version = <version read>;
+//     the second half makes the decision a compare-and-set, so an order
+//     created or moved by a concurrent writer since the read (two first
+//     events of a new order, say) makes the statement affect no row. Any
 //     other outcome inserts the order_events row alone, so the table is a
-//     complete audit. The points themselves are AwardPoints' job: the
-//     decision says which row is due.
+//     complete audit (a stale or illegal verdict cannot be undone by a
+//     concurrent change: versions only grow, and whatever the order reaches
+//     from its status, an unreachable status stays unreachable).
+//  5. When the compare-and-set affects no row, or the business key was
+//     recorded concurrently (unique violation on order_events, which rolls
+//     the whole statement back), go back to 1.
 //
-// Database errors are returned wrapped and are retryable.
+// The points due (purchased, purchase_points, refunded) change in the same
+// write as the state; the points ledger row is AwardPoints' job. Database
+// errors are returned wrapped and are retryable.
 func (a *Activities) ApplyEvent(ctx context.Context, in ApplyEventInput) (ApplyEventResult, error) {
 	e := in.Event
 	if err := e.Validate(); err != nil {
 		return ApplyEventResult{}, invalid(ErrTypeInvalidEvent, err)
 	}
 	hash := e.ContentHash()
-	var res ApplyEventResult
-	err := a.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var err error
-		res, err = a.applyTx(tx, e, hash)
-		return err
-	})
-	if err != nil {
-		return ApplyEventResult{}, fmt.Errorf("apply event %s: %w", e.Key(), err)
+	db := a.DB.WithContext(ctx)
+	for attempt := 1; ; attempt++ {
+		res, again, err := a.applyOnce(db, e, hash)
+		if err != nil {
+			return ApplyEventResult{}, fmt.Errorf("apply event %s: %w", e.Key(), err)
+		}
+		if !again {
+			if res.Repeat {
+				a.observeOutcome(fsm.Duplicate)
+			} else {
+				a.observeOutcome(res.Decision.Outcome)
+			}
+			return res, nil
+		}
+		if attempt == maxApplyAttempts {
+			return ApplyEventResult{}, fmt.Errorf("apply event %s: order changed concurrently %d times in a row", e.Key(), attempt)
+		}
+		if err := ctx.Err(); err != nil {
+			return ApplyEventResult{}, fmt.Errorf("apply event %s: %w", e.Key(), err)
+		}
 	}
-	switch {
-	case res.Repeat:
-		a.observeOutcome(fsm.Duplicate)
-	default:
-		a.observeOutcome(res.Decision.Outcome)
-	}
-	return res, nil
 }
 
-// storedRow is the order and the order_events row of one business key, as
-// orderflow_lock_and_read returns them (NULL when absent).
+// storedRow is the order and the order_events row of one business key (nil
+// columns when absent).
 type storedRow struct {
 	order   fsm.Order
 	found   bool
@@ -140,21 +156,24 @@ type storedRow struct {
 	reason  *string
 }
 
-// lockAndRead takes the order's transaction-scoped advisory lock, then reads
-// the order and the event row of the key with a snapshot taken after the
-// lock was granted (see migration 00002).
-func lockAndRead(tx *gorm.DB, k fsm.Key) (storedRow, error) {
+func readStored(db *gorm.DB, k fsm.Key) (storedRow, error) {
 	var (
 		r                               storedRow
 		userID, version, amount, points *int64
 		status, orderHash               *string
 		purchased, refunded             *bool
 	)
-	err := tx.Raw(`SELECT * FROM orderflow_lock_and_read(?, ?)`, k.OrderID, k.Version).Row().
+	err := db.Raw(`SELECT o.user_id, o.status, o.version, o.amount_cents, o.content_hash,
+			o.purchased, o.purchase_points, o.refunded,
+			ev.content_hash, ev.outcome, ev.gap, ev.points_kind, ev.points_delta, ev.reason
+		FROM (SELECT ?::text AS order_id, ?::bigint AS version) AS k
+		LEFT JOIN orders AS o ON o.order_id = k.order_id
+		LEFT JOIN order_events AS ev ON ev.order_id = k.order_id AND ev.version = k.version`,
+		k.OrderID, k.Version).Row().
 		Scan(&userID, &status, &version, &amount, &orderHash, &purchased, &points, &refunded,
 			&r.evHash, &r.outcome, &r.gap, &r.kind, &r.delta, &r.reason)
 	if err != nil {
-		return storedRow{}, fmt.Errorf("lock and read order: %w", err)
+		return storedRow{}, fmt.Errorf("read order and event: %w", err)
 	}
 	if version != nil {
 		r.found = true
@@ -172,9 +191,9 @@ const insertEventSQL = `INSERT INTO order_events (order_id, version, event_id, u
 	amount_cents, content_hash, outcome, gap, points_kind, points_delta, reason, occurred_at)`
 
 // applySQL writes an applied event in one statement: the order upsert with
-// the version guard inside the write, and the order_events row, which is
-// inserted only if the guard let the upsert through (so the statement
-// affects one row, or none when the guard refused).
+// the version guard and the compare-and-set on the version read, and the
+// order_events row, inserted only if the upsert went through. It affects
+// one row, or none when the guard refused.
 const applySQL = `WITH up AS (
 	INSERT INTO orders (order_id, user_id, status, version, amount_cents, content_hash,
 		purchased, purchase_points, refunded)
@@ -184,21 +203,23 @@ const applySQL = `WITH up AS (
 		amount_cents = EXCLUDED.amount_cents, content_hash = EXCLUDED.content_hash,
 		purchased = EXCLUDED.purchased, purchase_points = EXCLUDED.purchase_points,
 		refunded = EXCLUDED.refunded, updated_at = now()
-	WHERE orders.version < EXCLUDED.version
+	WHERE orders.version < EXCLUDED.version AND orders.version = ?
 	RETURNING 1)
 ` + insertEventSQL + `
 SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM up`
 
-func (a *Activities) applyTx(tx *gorm.DB, e fsm.Event, hash string) (ApplyEventResult, error) {
-	st, err := lockAndRead(tx, e.Key())
+// applyOnce is one read-decide-write round of ApplyEvent. again is true when
+// a concurrent writer won and the round must be repeated.
+func (a *Activities) applyOnce(db *gorm.DB, e fsm.Event, hash string) (res ApplyEventResult, again bool, err error) {
+	st, err := readStored(db, e.Key())
 	if err != nil {
-		return ApplyEventResult{}, err
+		return ApplyEventResult{}, false, err
 	}
 
 	if st.evHash != nil && *st.evHash == hash {
-		if err := tx.Exec(`UPDATE order_events SET times_seen = times_seen + 1, last_seen_at = now()
+		if err := db.Exec(`UPDATE order_events SET times_seen = times_seen + 1, last_seen_at = now()
 			WHERE order_id = ? AND version = ?`, e.OrderID, e.Version).Error; err != nil {
-			return ApplyEventResult{}, fmt.Errorf("count repeat: %w", err)
+			return ApplyEventResult{}, false, fmt.Errorf("count repeat: %w", err)
 		}
 		return ApplyEventResult{Repeat: true, Decision: fsm.Decision{
 			Outcome:     fsm.Outcome(*st.outcome),
@@ -207,16 +228,13 @@ func (a *Activities) applyTx(tx *gorm.DB, e fsm.Event, hash string) (ApplyEventR
 			PointsDelta: *st.delta,
 			Reason:      *st.reason,
 			Next:        st.order,
-		}}, nil
+		}}, false, nil
 	}
 	if st.evHash != nil {
-		if err := tx.Exec(`UPDATE order_events SET conflicts = conflicts + 1
-			WHERE order_id = ? AND version = ?`, e.OrderID, e.Version).Error; err != nil {
-			return ApplyEventResult{}, fmt.Errorf("count conflict: %w", err)
-		}
 		reason := fmt.Sprintf("conflict: %s was recorded with content %s; this delivery has content %s",
 			e.Key(), short(*st.evHash), short(hash))
-		return a.conflict(tx, e, st.order, reason)
+		res, err := a.conflict(db, e, st.order, reason, true)
+		return res, false, err
 	}
 
 	var stored *fsm.Order
@@ -226,42 +244,54 @@ func (a *Activities) applyTx(tx *gorm.DB, e fsm.Event, hash string) (ApplyEventR
 	d := fsm.Decide(stored, e)
 	eventArgs := []any{e.OrderID, e.Version, cleanText(e.EventID, 0), e.UserID, string(e.Status), e.AmountCents,
 		hash, string(d.Outcome), d.Gap, string(d.Points), d.PointsDelta, d.Reason, e.OccurredAt}
+	var w *gorm.DB
 	switch d.Outcome {
 	case fsm.Conflict:
 		// The order holds this version but order_events does not: the row
 		// was written outside ApplyEvent. Park the event; do not record
 		// its content as the business key's.
-		return a.conflict(tx, e, st.order, d.Reason)
+		res, err := a.conflict(db, e, st.order, d.Reason, false)
+		return res, false, err
 	case fsm.Applied:
 		n := d.Next
 		args := append([]any{n.OrderID, n.UserID, string(n.Status), n.Version, n.AmountCents, n.ContentHash,
-			n.Purchased, n.PurchasePoints, n.Refunded}, eventArgs...)
-		w := tx.Exec(applySQL, args...)
-		if w.Error != nil {
-			return ApplyEventResult{}, fmt.Errorf("write order and event: %w", w.Error)
-		}
-		if w.RowsAffected != 1 {
-			return ApplyEventResult{}, fmt.Errorf("write order: version guard refused version %d (%d rows affected)",
-				n.Version, w.RowsAffected)
-		}
+			n.Purchased, n.PurchasePoints, n.Refunded, st.order.Version}, eventArgs...)
+		w = db.Exec(applySQL, args...)
 	default:
-		if err := tx.Exec(insertEventSQL+` VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, eventArgs...).Error; err != nil {
-			return ApplyEventResult{}, fmt.Errorf("record event: %w", err)
-		}
+		w = db.Exec(insertEventSQL+` VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, eventArgs...)
 	}
-	return ApplyEventResult{Decision: d}, nil
+	switch {
+	case pgCode(w.Error) == "23505": // unique_violation: the key was recorded concurrently
+		return ApplyEventResult{}, true, nil
+	case w.Error != nil:
+		return ApplyEventResult{}, false, fmt.Errorf("record %s event: %w", d.Outcome, w.Error)
+	case w.RowsAffected == 0: // the order moved since the read
+		return ApplyEventResult{}, true, nil
+	}
+	return ApplyEventResult{Decision: d}, false, nil
 }
 
-// conflict parks e in dead_letters inside tx and returns the Conflict
-// decision, leaving the order unchanged.
-func (a *Activities) conflict(tx *gorm.DB, e fsm.Event, cur fsm.Order, reason string) (ApplyEventResult, error) {
+// conflict parks e in dead_letters and returns the Conflict decision,
+// leaving the order unchanged. When counted, the conflicts counter of the
+// business key's order_events row is incremented in the same transaction.
+func (a *Activities) conflict(db *gorm.DB, e fsm.Event, cur fsm.Order, reason string, counted bool) (ApplyEventResult, error) {
 	body, err := json.Marshal(e)
 	if err != nil {
 		return ApplyEventResult{}, fmt.Errorf("encode conflicting event: %w", err)
 	}
-	if _, err := parkDeadLetter(tx, DeadLetter{
-		Topic: a.Topic, Keys: e.OrderID, Tags: string(e.Status), Body: body, Reason: reason,
-	}); err != nil {
+	err = db.Transaction(func(tx *gorm.DB) error {
+		if counted {
+			if err := tx.Exec(`UPDATE order_events SET conflicts = conflicts + 1
+				WHERE order_id = ? AND version = ?`, e.OrderID, e.Version).Error; err != nil {
+				return fmt.Errorf("count conflict: %w", err)
+			}
+		}
+		_, err := parkDeadLetter(tx, DeadLetter{
+			Topic: a.Topic, Keys: e.OrderID, Tags: string(e.Status), Body: body, Reason: reason,
+		})
+		return err
+	})
+	if err != nil {
 		return ApplyEventResult{}, err
 	}
 	return ApplyEventResult{Decision: fsm.Decision{Outcome: fsm.Conflict, Reason: reason, Next: cur}}, nil

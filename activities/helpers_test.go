@@ -203,7 +203,8 @@ func checkInvariants(t testing.TB, db *gorm.DB) {
 			WHEN o.status IN ('PAID','SHIPPED','DELIVERED','COMPLETED') AND l.purchase IS NULL THEN 'paid order without purchase'
 			WHEN o.status IN ('PAID','SHIPPED','DELIVERED','COMPLETED') AND l.net <> o.purchase_points THEN 'paid order nets wrong points'
 			WHEN o.purchased AND o.purchase_points <> (
-				SELECT e.points_delta FROM order_events e WHERE e.order_id = o.order_id AND e.points_kind = 'purchase')
+				SELECT e.points_delta FROM order_events e WHERE e.order_id = o.order_id AND e.points_kind = 'purchase'
+				ORDER BY e.version LIMIT 1)
 				THEN 'purchase differs from its event'
 			END AS problem
 		FROM orders o LEFT JOIN l USING (order_id)
@@ -215,6 +216,18 @@ func checkInvariants(t testing.TB, db *gorm.DB) {
 		if b.Problem != "" {
 			t.Errorf("order %s: %s", b.OrderID, b.Problem)
 		}
+	}
+	var twice []struct {
+		OrderID    string
+		PointsKind string
+		N          int
+	}
+	if err := db.Raw(`SELECT order_id, points_kind, count(*) AS n FROM order_events WHERE points_kind <> ''
+		GROUP BY order_id, points_kind HAVING count(*) > 1`).Scan(&twice).Error; err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range twice {
+		t.Errorf("order %s: %d events decided a %s", r.OrderID, r.N, r.PointsKind)
 	}
 	var orphans int64
 	if err := db.Raw(`SELECT count(*) FROM points_ledger l LEFT JOIN orders o USING (order_id) WHERE o.order_id IS NULL`).Scan(&orphans).Error; err != nil {
