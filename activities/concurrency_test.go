@@ -201,3 +201,56 @@ func TestConcurrentFirstEvents(t *testing.T) {
 	}
 	checkInvariants(t, a.DB)
 }
+
+// TestConcurrentConflictingFirstEvents races eight different contents of the
+// same business key of a new order: exactly one is recorded and applied,
+// every other one is a conflict, parked once.
+func TestConcurrentConflictingFirstEvents(t *testing.T) {
+	a, _ := newActivities(t)
+	ctx := context.Background()
+	const variants = 8
+	for round := range 5 {
+		id := orderID(fmt.Sprintf("conflict-race%d", round))
+		var wg sync.WaitGroup
+		gate := make(chan struct{})
+		results := make([]activities.ApplyEventResult, variants)
+		errs := make([]error, variants)
+		for i := range variants {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-gate
+				results[i], errs[i] = a.ApplyEvent(ctx, activities.ApplyEventInput{Event: event(id, 1, fsm.Paid, int64(1000*(i+1)))})
+			}()
+		}
+		close(gate)
+		wg.Wait()
+		winner := -1
+		for i, r := range results {
+			switch {
+			case errs[i] != nil:
+				t.Errorf("variant %d: %v", i, errs[i])
+			case r.Decision.Outcome == fsm.Applied && !r.Repeat:
+				if winner >= 0 {
+					t.Errorf("variants %d and %d both applied", winner, i)
+				}
+				winner = i
+			case r.Decision.Outcome != fsm.Conflict:
+				t.Errorf("variant %d: %+v", i, r)
+			}
+		}
+		if winner < 0 {
+			t.Fatalf("round %d: no variant applied", round)
+		}
+		o, _ := loadOrderRow(t, a.DB, id)
+		if o.AmountCents != int64(1000*(winner+1)) || o.PurchasePoints != int64(10*(winner+1)) {
+			t.Errorf("order %+v, want the winner's content (variant %d)", o, winner)
+		}
+		if row := eventRows(t, a.DB, id)[1]; row.Conflicts != variants-1 || row.TimesSeen != 1 {
+			t.Errorf("order_events row %+v", row)
+		}
+	}
+	if n := count(t, a.DB, "dead_letters"); n != 5*(variants-1) {
+		t.Errorf("%d dead letters, want %d", n, 5*(variants-1))
+	}
+}
