@@ -34,6 +34,7 @@ type options struct {
 	DBMaxOpenConns       int
 	ActivitiesPerSecond  float64
 	ShutdownHTTPDeadline time.Duration
+	TemporalWait         time.Duration
 }
 
 // Environment variables of the worker's own settings.
@@ -63,6 +64,7 @@ func parse(args []string) (config.Config, options, error) {
 	}
 	fs.DurationVar(&o.StopTimeout, "stop-timeout", stop,
 		"on SIGTERM, how long running activities may take to finish (env "+envStopTimeout+")")
+	fs.DurationVar(&o.TemporalWait, "temporal-wait", time.Minute, "at start, how long to wait for an unreachable Temporal frontend")
 	fs.IntVar(&o.MaxActivities, "max-concurrent-activities", 100, "activity executions running at once (0: SDK default)")
 	fs.IntVar(&o.MaxWorkflowTasks, "max-concurrent-workflow-tasks", 100, "workflow tasks running at once (0: SDK default)")
 	fs.IntVar(&o.ActivityPollers, "activity-pollers", 4, "activity task pollers (0: SDK default)")
@@ -141,7 +143,7 @@ func serve(ctx context.Context, stop context.CancelFunc, cfg config.Config, o op
 		return fmt.Errorf("register metrics: %w", err)
 	}
 
-	tc, err := obs.NewTemporalClient(ctx, cfg, logger, m)
+	tc, err := obs.DialTemporal(ctx, cfg, logger, m, o.TemporalWait)
 	if err != nil {
 		return err
 	}

@@ -176,3 +176,16 @@ func TestPingCheck(t *testing.T) {
 		t.Error("ping of a closed pool succeeded")
 	}
 }
+
+func TestDialTemporalGivesUp(t *testing.T) {
+	cfg := config.Defaults()
+	cfg.TemporalAddress = "127.0.0.1:1"
+	start := time.Now()
+	_, err := DialTemporal(context.Background(), cfg, NewLogger(io.Discard, slog.LevelInfo, "t"), nil, 2*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Fatalf("err = %v", err)
+	}
+	if took := time.Since(start); took < time.Second || took > 10*time.Second {
+		t.Errorf("gave up after %v, want about the 2s wait", took)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
@@ -29,4 +30,30 @@ func NewTemporalClient(ctx context.Context, cfg config.Config, logger *slog.Logg
 		return nil, fmt.Errorf("obs: dial temporal %s (namespace %s): %w", cfg.TemporalAddress, cfg.TemporalNamespace, err)
 	}
 	return c, nil
+}
+
+// DialTemporal is NewTemporalClient, retried with backoff (0.5s doubling to
+// 5s) while the frontend is unreachable, for up to wait: a process started
+// together with Temporal, or during its restart, waits for it instead of
+// failing at once. It returns the last error when wait has passed or ctx
+// ends.
+func DialTemporal(ctx context.Context, cfg config.Config, logger *slog.Logger, m *Metrics, wait time.Duration) (client.Client, error) {
+	deadline := time.Now().Add(wait)
+	backoff := 500 * time.Millisecond
+	for {
+		c, err := NewTemporalClient(ctx, cfg, logger, m)
+		if err == nil {
+			return c, nil
+		}
+		if time.Now().Add(backoff).After(deadline) || ctx.Err() != nil {
+			return nil, err
+		}
+		logger.Warn("temporal unreachable; retrying", "address", cfg.TemporalAddress, "in", backoff.String(), "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
 }
