@@ -317,6 +317,10 @@ func TestRunCommand(t *testing.T) {
 	if !strings.Contains(out.String(), "verdict: PASS") {
 		t.Fatalf("output:\n%s", out.String())
 	}
+	c := s.Expected.Conflicts[0]
+	if want := fmt.Sprintf("example order: %s (version %d arrived twice", c.OrderID, c.Version); !strings.Contains(out.String(), want) {
+		t.Fatalf("output lacks %q:\n%s", want, out.String())
+	}
 	var rep Report
 	data, err := os.ReadFile(jsonPath)
 	if err != nil || json.Unmarshal(data, &rep) != nil || len(rep.Invariants) != 5 {

@@ -141,6 +141,9 @@ func Run(ctx context.Context, args []string, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "not settled after %s\n", time.Since(began).Round(100*time.Millisecond))
 	}
 	r.Write(stdout)
+	if id, why := ExampleOrder(exp); id != "" {
+		fmt.Fprintf(stdout, "example order: %s (%s)\n", id, why)
+	}
 	if *jsonOut != "" {
 		data, jerr := json.MarshalIndent(r, "", "  ")
 		if jerr == nil {
@@ -151,4 +154,23 @@ func Run(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	return err
+}
+
+// ExampleOrder picks an order of the run worth inspecting in the Temporal UI
+// and says why: one that received a conflicting event, else one cancelled
+// after payment, else the first.
+func ExampleOrder(exp *scenario.Expected) (id, why string) {
+	if len(exp.Conflicts) > 0 {
+		c := exp.Conflicts[0]
+		return c.OrderID, fmt.Sprintf("version %d arrived twice with different content", c.Version)
+	}
+	for _, o := range exp.Orders {
+		if o.RefundPossible {
+			return o.OrderID, "cancelled after payment"
+		}
+	}
+	if len(exp.Orders) > 0 {
+		return exp.Orders[0].OrderID, "the first order of the run"
+	}
+	return "", ""
 }

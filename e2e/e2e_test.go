@@ -3,11 +3,14 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -55,7 +58,10 @@ func TestExactlyOnceUnderChaos(t *testing.T) {
 	}
 	testenv.RequireTemporal(t)
 	namesrv := testenv.RocketMQNamesrv(t)
-	requireLocalTemporal(t)
+	temporalData, err := temporalDataDir()
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	topic := testenv.UniqueName("e2e-events")
 	group := testenv.UniqueName("e2e-bridge")
@@ -147,7 +153,7 @@ func TestExactlyOnceUnderChaos(t *testing.T) {
 				err = p.start(ctx)
 			}
 		case "restart temporal":
-			err = restartTemporal(ctx)
+			err = restartTemporal(ctx, temporalData)
 		}
 		a.downed = time.Since(t0)
 		if err != nil {
@@ -252,37 +258,62 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	}
 }
 
-// requireLocalTemporal fails unless the Temporal server is the local dev
-// server that scripts/stack.sh controls: the test restarts it.
-func requireLocalTemporal(t *testing.T) {
-	t.Helper()
-	out, err := exec.Command(stackScript, "status", "temporal").CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "running") {
-		t.Fatalf("this test restarts the local Temporal dev server through scripts/stack.sh, which reports: %s (%v); run `make up`", bytes.TrimSpace(out), err)
+// temporalDataDir finds the local Temporal dev server process that serves
+// TEMPORAL_ADDRESS and returns the stack data directory it runs from (its
+// SQLite file is <data>/temporal/temporal.db), so that the stack script of
+// this clone can restart it even when another clone's `make up` started it.
+func temporalDataDir() (string, error) {
+	addr := config.FromEnv().TemporalAddress
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || (host != "127.0.0.1" && host != "localhost") {
+		return "", fmt.Errorf("TEMPORAL_ADDRESS is %s, not the local dev server this test restarts; run `make up`", addr)
 	}
-	if a := config.FromEnv().TemporalAddress; !strings.HasPrefix(a, "127.0.0.1:") && !strings.HasPrefix(a, "localhost:") {
-		t.Fatalf("TEMPORAL_ADDRESS is %s, not the local dev server this test restarts", a)
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, f := range procs {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+		if !slices.Contains(args, "start-dev") {
+			continue
+		}
+		var db string
+		portOK := false
+		for i := 0; i+1 < len(args); i++ {
+			switch args[i] {
+			case "--port", "-p":
+				portOK = args[i+1] == port
+			case "--db-filename", "-f":
+				db = args[i+1]
+			}
+		}
+		if portOK && db != "" {
+			return filepath.Dir(filepath.Dir(db)), nil
+		}
 	}
+	return "", fmt.Errorf("no local `temporal server start-dev` process with a database file serves port %s; this test restarts it, so start the stack with `make up`", port)
 }
 
 // restartTemporal stops the local Temporal dev server and starts it again
 // with the stack script, which waits until it is healthy.
-func restartTemporal(ctx context.Context) error {
-	run := func(args ...string) error {
+func restartTemporal(ctx context.Context, data string) error {
+	run := func(args ...string) (string, error) {
 		cmd := exec.CommandContext(ctx, stackScript, args...)
-		cmd.Env = os.Environ()
+		cmd.Env = append(os.Environ(), "ORDERFLOW_DATA="+data)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			return fmt.Errorf("scripts/stack.sh %s: %w\n%s", strings.Join(args, " "), err, out)
+			return string(out), fmt.Errorf("scripts/stack.sh %s: %w\n%s", strings.Join(args, " "), err, out)
 		}
-		return nil
+		return string(out), nil
 	}
-	if err := run("down", "temporal"); err != nil {
+	if _, err := run("down", "temporal"); err != nil {
 		return err
 	}
-	if out, _ := exec.Command(stackScript, "status", "temporal").CombinedOutput(); !strings.Contains(string(out), "stopped") {
-		return fmt.Errorf("Temporal still runs after scripts/stack.sh down temporal: %s", out)
+	if _, err := temporalDataDir(); err == nil {
+		return errors.New("Temporal still runs after scripts/stack.sh down temporal")
 	}
 	sleepCtx(ctx, 2*time.Second)
-	return run("up", "temporal")
+	_, err := run("up", "temporal")
+	return err
 }

@@ -47,7 +47,7 @@ pid_alive() {
 	[ -f "$1" ] || return 1
 	pid=$(cat "$1" 2>/dev/null) || return 1
 	[ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] || return 1
-	tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "$2"
+	tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$2"
 }
 
 # stop_one NAME PIDFILE BINARY: SIGTERM, wait up to 60 s, then SIGKILL.
@@ -86,29 +86,37 @@ http_ok() {
 	path=/${hostport#*/}
 	hostport=${hostport%%/*}
 	if command -v curl >/dev/null 2>&1; then
-		curl -fsS -o /dev/null --max-time 2 "$1"
+		curl -fs -o /dev/null --max-time 2 "$1"
 	else
 		timeout 3 bash -c "exec 3<>/dev/tcp/${hostport%:*}/${hostport##*:}; printf 'GET $path HTTP/1.0\r\nHost: x\r\n\r\n' >&3; head -n1 <&3 | grep -q ' 200 '"
 	fi
 }
 
 # start_one NAME PIDFILE LOG READY_URL COMMAND...: start COMMAND detached
-# and wait until READY_URL answers.
+# and wait until READY_URL answers. A process that exits during start-up (a
+# service restarting at that moment) is started again, three times at most.
 start_one() {
-	local name=$1 pidfile=$2 log=$3 url=$4 i
+	local name=$1 pidfile=$2 log=$3 url=$4 try i
 	shift 4
-	echo "=== $(date -u +%FT%TZ) starting $name" >>"$log"
-	setsid "$@" >>"$log" 2>&1 </dev/null &
-	echo $! >"$pidfile"
-	for i in $(seq 1 120); do
-		if http_ok "$url"; then
-			say "$name ready ($url), log $log"
-			return 0
+	for try in 1 2 3; do
+		echo "=== $(date -u +%FT%TZ) starting $name" >>"$log"
+		setsid "$@" >>"$log" 2>&1 </dev/null &
+		echo $! >"$pidfile"
+		for i in $(seq 1 120); do
+			if http_ok "$url"; then
+				say "$name ready ($url), log $log"
+				return 0
+			fi
+			pid_alive "$pidfile" "$1" || break
+			sleep 0.5
+		done
+		if pid_alive "$pidfile" "$1"; then
+			fail "$name not ready within 60s ($url); see $log"
 		fi
-		pid_alive "$pidfile" "$1" || fail "$name exited during start-up; see $log"
-		sleep 0.5
+		say "$name exited during start-up (attempt $try): $(tail -n 1 "$log" | cut -c1-200)"
+		sleep 3
 	done
-	fail "$name not ready within 60s ($url); see $log"
+	fail "$name exited during start-up three times; see $log"
 }
 
 demo() {
@@ -125,7 +133,7 @@ demo() {
 	BRIDGE_METRICS_ADDR=$BRIDGE_METRICS \
 		start_one bridge "$BRIDGE_PID" "$BRIDGE_LOG" "http://$BRIDGE_METRICS/readyz" "$BIN/starter"
 
-	local prefix expected rc=0
+	local prefix expected example why rc=0
 	prefix="demo-$(date -u +%Y%m%dT%H%M%S)-$RANDOM"
 	expected=$DEMO/expected-$prefix.json
 	say "publishing $ORDERS orders as run $prefix"
@@ -133,11 +141,13 @@ demo() {
 		-dup-rate 0.15 -reorder 0.3 -cancel-rate 0.2 -open-rate 0.1 -gap-rate 0.05 \
 		-conflicts 5 -bad 6 -out "$expected"
 	say "checking the invariants (waiting up to $WAIT for the run to settle)"
-	"$BIN/starter" check -expected "$expected" -wait "$WAIT" || rc=$?
+	"$BIN/starter" check -expected "$expected" -wait "$WAIT" | tee "$DEMO/check-$prefix.txt" || rc=$?
+	example=$(sed -n 's/^example order: \([^ ]*\) (\(.*\))$/\1/p' "$DEMO/check-$prefix.txt")
+	why=$(sed -n 's/^example order: \([^ ]*\) (\(.*\))$/\2/p' "$DEMO/check-$prefix.txt")
 
 	echo
 	say "Temporal UI:      $UI/namespaces/$NAMESPACE/workflows"
-	say "an example order: $UI/namespaces/$NAMESPACE/workflows/order:$prefix-00000"
+	say "an example order: $UI/namespaces/$NAMESPACE/workflows/order:${example:-$prefix-00000}${why:+  ($why)}"
 	say "orders by status: $UI/namespaces/$NAMESPACE/workflows?query=OrderStatus%3D%22COMPLETED%22"
 	say "the worker and the bridge keep running (logs in $LOGS); stop everything with: make down"
 	if [ "$rc" -ne 0 ]; then
