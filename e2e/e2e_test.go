@@ -56,7 +56,13 @@ func TestExactlyOnceUnderChaos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testenv.RequireTemporal(t)
+	// Not testenv.RequireTemporal: that would keep this test from
+	// restarting the server (see testenv.ExclusiveTemporal).
+	if conn, err := net.DialTimeout("tcp", config.FromEnv().TemporalAddress, 3*time.Second); err != nil {
+		t.Fatalf("Temporal at %s is unreachable: %v; start the local stack with `make up`", config.FromEnv().TemporalAddress, err)
+	} else {
+		conn.Close()
+	}
 	namesrv := testenv.RocketMQNamesrv(t)
 	temporalData, err := temporalDataDir()
 	if err != nil {
@@ -307,6 +313,13 @@ func restartTemporal(ctx context.Context, data string) error {
 		}
 		return string(out), nil
 	}
+	// Wait until no other test uses Temporal, and keep new ones waiting
+	// while it restarts.
+	release, err := testenv.ExclusiveTemporal(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
 	if _, err := run("down", "temporal"); err != nil {
 		return err
 	}
@@ -314,6 +327,6 @@ func restartTemporal(ctx context.Context, data string) error {
 		return errors.New("Temporal still runs after scripts/stack.sh down temporal")
 	}
 	sleepCtx(ctx, 2*time.Second)
-	_, err := run("up", "temporal")
+	_, err = run("up", "temporal")
 	return err
 }

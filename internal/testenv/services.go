@@ -55,9 +55,11 @@ func TemporalNamespace() string { return config.FromEnv().TemporalNamespace }
 // RequireTemporal dials the Temporal server (TEMPORAL_ADDRESS, default
 // 127.0.0.1:7233) and checks its health. The client logs warnings and errors
 // only and is closed when the test ends. When the server is unreachable the
-// test fails, telling the user to run `make up`.
+// test fails, telling the user to run `make up`. While the test runs, the
+// end-to-end test does not restart the server (see ExclusiveTemporal).
 func RequireTemporal(t testing.TB) client.Client {
 	t.Helper()
+	holdTemporal(t)
 	addr := TemporalAddress()
 	ctx, cancel := context.WithTimeout(context.Background(), serviceWait)
 	defer cancel()
