@@ -315,7 +315,9 @@ func restartTemporal(ctx context.Context, data string) error {
 	}
 	// Wait until no other test uses Temporal, and keep new ones waiting
 	// while it restarts.
-	release, err := testenv.ExclusiveTemporal(ctx)
+	lockCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	release, err := testenv.ExclusiveTemporal(lockCtx)
+	cancel()
 	if err != nil {
 		return err
 	}
