@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -137,6 +138,9 @@ type Bridge struct {
 	log      *slog.Logger
 	consumer *mq.Consumer
 	server   *obs.Server
+
+	stopOnce sync.Once
+	stopErr  error
 }
 
 // bridgeDeps are the bridge's connections.
@@ -206,8 +210,14 @@ func (b *Bridge) Start() error {
 func (b *Bridge) Addr() string { return b.server.Addr() }
 
 // Stop stops taking messages, waits up to the grace period for those in
-// flight, shuts the consumer down and then the HTTP server.
+// flight, shuts the consumer down and then the HTTP server. It is
+// idempotent.
 func (b *Bridge) Stop() error {
+	b.stopOnce.Do(func() { b.stopErr = b.stop() })
+	return b.stopErr
+}
+
+func (b *Bridge) stop() error {
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.GracePeriod)
 	defer cancel()
 	start := time.Now()

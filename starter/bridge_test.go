@@ -43,16 +43,20 @@ func TestBridgeSignalsValidAndParksInvalid(t *testing.T) {
 		e.publishRaw(t, []byte(b.body), b.keys, "PAID")
 	}
 	var want []fsm.Key
+	var first fsm.Event
 	for n := 0; n < orders; n++ {
 		for v, s := range []fsm.Status{fsm.Created, fsm.Paid} {
 			ev := e.event(n, int64(v+1), s)
 			e.publish(t, ev)
 			want = append(want, ev.Key())
+			if n == 0 && v == 1 {
+				first = ev
+			}
 		}
 	}
 	// A duplicate (producer retry) and a valid event whose key and tag
 	// disagree with the body: both are signalled, the body wins.
-	e.publish(t, e.event(0, 2, fsm.Paid))
+	e.publish(t, first)
 	odd := e.event(orders-1, 3, fsm.Shipped)
 	oddBody, _ := json.Marshal(odd)
 	e.publishRaw(t, oddBody, "some-other-order", "CANCELLED")

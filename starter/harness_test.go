@@ -226,9 +226,7 @@ func startBridge(t *testing.T, cfg bridgeConfig, deliver DeliverFunc, park ParkF
 	if err := b.Start(); err != nil {
 		t.Fatalf("bridge Start: %v", err)
 	}
-	var once sync.Once
-	stop := func() { once.Do(func() { _ = b.Stop() }) }
-	t.Cleanup(stop)
+	t.Cleanup(func() { _ = b.Stop() })
 	return b
 }
 
