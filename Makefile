@@ -6,7 +6,7 @@ GO ?= go
 # and a timeout long enough for the end-to-end and crash tests.
 GOTEST_FLAGS ?= -race -p 2 -timeout 30m
 
-.PHONY: up down status deps test vet demo
+.PHONY: up down status deps test vet demo bench
 
 ## up: start PostgreSQL, Temporal (UI on :8233) and RocketMQ where not running
 up:
@@ -36,3 +36,8 @@ vet:
 test: up
 	$(GO) vet ./...
 	$(GO) test $(GOTEST_FLAGS) ./...
+
+## bench: start the stack, then measure the Temporal ceiling, orderflow end to
+## end, the direct-consumer baseline and the scaling table (BENCHMARKS.md)
+bench: up
+	$(GO) run ./bench $(BENCH_FLAGS)

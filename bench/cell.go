@@ -1,0 +1,227 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/orderflow/orderflow/check"
+	"github.com/orderflow/orderflow/fsm"
+	"github.com/orderflow/orderflow/internal/mq"
+	"github.com/orderflow/orderflow/scenario"
+)
+
+// cellConfig is one measured run: a fresh scenario on a fresh topic and
+// consumer group and a fresh database, consumed either by orderflow (bridge
+// and worker processes) or by the direct consumer.
+type cellConfig struct {
+	Name        string
+	Orders      int
+	Concurrency int // bridge (or direct consumer) goroutines
+	BatchSize   int
+	Workers     int  // worker processes (orderflow only)
+	Direct      bool // the direct-consumer baseline instead of orderflow
+	Seed        int64
+}
+
+// cellResult is what one cell measured.
+type cellResult struct {
+	Config   cellConfig
+	Messages int // published, duplicates, conflicts and bad messages included
+	Events   int // distinct valid business keys
+	Elapsed  time.Duration
+	Rate     float64 // messages per second, first publish to last effect
+	Publish  time.Duration
+	P50, P99 time.Duration // publish to first_seen_at of each business key
+	Verified bool
+}
+
+// scenarioOptions are the benchmark's scenario: DESIGN's distortions with
+// 20% duplicates.
+func scenarioOptions(orders int, seed int64, prefix string) scenario.Options {
+	return scenario.Options{
+		Orders: orders, Seed: seed, Prefix: prefix, Start: time.Now().UTC().Truncate(time.Second),
+		DupRate: 0.2, Reorder: 0.3, CancelRate: 0.2, OpenRate: 0.1, UpdateRate: 0.2, GapRate: 0.05,
+		Conflicts: 5, Bad: 6,
+	}
+}
+
+// runCell runs one cell from a fresh topic, group, task queue and database
+// until every order settled, and checks the invariants.
+func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) {
+	res := cellResult{Config: cc}
+	db, err := newDatabase(ctx, b.cfg.DatabaseURL)
+	if err != nil {
+		return res, err
+	}
+	defer func() {
+		if err := db.Close(); err != nil {
+			slog.Warn("bench: drop database", "err", err)
+		}
+	}()
+	topic := uniqueName("bench-events")
+	group := uniqueName("bench-group")
+	tq := uniqueName("bench-tq")
+	prefix := uniqueName("b")
+	if err := createTopic(ctx, b.namesrv, b.broker, topic, 8); err != nil {
+		return res, err
+	}
+	sc, err := scenario.Generate(scenarioOptions(cc.Orders, cc.Seed, prefix))
+	if err != nil {
+		return res, err
+	}
+	exp := sc.Expected
+	exp.Topic = topic
+	res.Messages, res.Events = exp.Counts.Messages, exp.Counts.Events
+
+	// Consumers first, so that consumption overlaps publishing.
+	stop, err := b.startConsumers(ctx, cc, db, topic, group, tq)
+	if err != nil {
+		return res, err
+	}
+	defer stop()
+
+	p, err := mq.NewProducer(b.cfg.RocketMQNamesrv, mq.WithProducerGroup(uniqueName("bench-pub")))
+	if err != nil {
+		return res, err
+	}
+	defer p.Close()
+	sent := make([]time.Time, len(sc.Messages))
+	begin := time.Now()
+	err = scenario.Publish(ctx, p, sc.Messages, scenario.PublishOptions{Topic: topic, Progress: func(n int) {
+		sent[n-1] = time.Now()
+	}})
+	if err != nil {
+		return res, err
+	}
+	res.Publish = time.Since(begin)
+
+	report, err := check.WaitSettled(ctx, db.DB, &exp, check.WaitOptions{
+		Wait: b.settleWait, Interval: 500 * time.Millisecond, Settle: time.Second,
+	})
+	if err != nil {
+		if report != nil {
+			var buf bytes.Buffer
+			report.Write(&buf)
+			return res, fmt.Errorf("%s did not settle with every invariant holding: %w\n%s", cc.Name, err, buf.String())
+		}
+		return res, err
+	}
+	res.Verified = report.OK()
+
+	last, err := lastEffect(ctx, db)
+	if err != nil {
+		return res, err
+	}
+	res.Elapsed = last.Sub(begin)
+	if res.Elapsed <= 0 {
+		return res, fmt.Errorf("%s: last effect %s precedes the first publish %s", cc.Name, last, begin)
+	}
+	res.Rate = float64(res.Messages) / res.Elapsed.Seconds()
+	res.P50, res.P99, err = latencies(ctx, db, sc.Messages, sent)
+	return res, err
+}
+
+// startConsumers starts what consumes the cell's topic and returns how to
+// stop it.
+func (b *bench) startConsumers(ctx context.Context, cc cellConfig, db *database, topic, group, tq string) (func(), error) {
+	if cc.Direct {
+		d, err := startDirect(db.DSN, b.cfg.RocketMQNamesrv, topic, group, cc.Concurrency, cc.BatchSize)
+		if err != nil {
+			return nil, err
+		}
+		return d.Stop, nil
+	}
+	var procs []*process
+	stopAll := func() {
+		// Bridge first (it was appended last), then the workers.
+		for i := len(procs) - 1; i >= 0; i-- {
+			procs[i].stop()
+		}
+	}
+	common := []string{"-task-queue", tq, "-database-url", db.DSN, "-temporal-address", b.cfg.TemporalAddress,
+		"-temporal-namespace", b.cfg.TemporalNamespace}
+	for i := 0; i < cc.Workers; i++ {
+		args := append(slices.Clone(common), b.tuning.workerFlags()...)
+		args = append(args, b.workerArgs...)
+		p, err := startProcess(ctx, b.logDir, fmt.Sprintf("%s-worker%d", cc.Name, i+1), b.workerBin, args)
+		if err != nil {
+			stopAll()
+			return nil, err
+		}
+		procs = append(procs, p)
+	}
+	args := append(slices.Clone(common), "-topic", topic, "-consumer-group", group,
+		"-rocketmq-namesrv", b.cfg.RocketMQNamesrv,
+		"-concurrency", strconv.Itoa(cc.Concurrency), "-batch-size", strconv.Itoa(cc.BatchSize))
+	args = append(args, b.bridgeArgs...)
+	p, err := startProcess(ctx, b.logDir, cc.Name+"-bridge", b.bridgeBin, args)
+	if err != nil {
+		stopAll()
+		return nil, err
+	}
+	procs = append(procs, p)
+	return stopAll, nil
+}
+
+// lastEffect is the time of the run's last database effect: the latest
+// business key recorded, points row inserted or message parked.
+func lastEffect(ctx context.Context, db *database) (time.Time, error) {
+	var t time.Time
+	err := db.DB.QueryRowContext(ctx, `SELECT GREATEST(
+		(SELECT max(first_seen_at) FROM order_events),
+		(SELECT max(created_at) FROM points_ledger),
+		(SELECT max(first_seen_at) FROM dead_letters))`).Scan(&t)
+	if err != nil {
+		return t, fmt.Errorf("last effect: %w", err)
+	}
+	return t, nil
+}
+
+// latencies returns the median and 99th percentile of the time from a
+// business key's first publish to its order_events row (first_seen_at: the
+// start of the transaction that recorded it).
+func latencies(ctx context.Context, db *database, msgs []scenario.Message, sent []time.Time) (p50, p99 time.Duration, err error) {
+	published := make(map[fsm.Key]time.Time, len(msgs))
+	for i, m := range msgs {
+		if m.Kind == scenario.KindBad {
+			continue
+		}
+		k := m.Event.Key()
+		if t, ok := published[k]; !ok || sent[i].Before(t) {
+			published[k] = sent[i]
+		}
+	}
+	rows, err := db.DB.QueryContext(ctx, `SELECT order_id, version, first_seen_at FROM order_events`)
+	if err != nil {
+		return 0, 0, fmt.Errorf("read order_events: %w", err)
+	}
+	defer rows.Close()
+	var lat []time.Duration
+	for rows.Next() {
+		var (
+			k fsm.Key
+			t time.Time
+		)
+		if err := rows.Scan(&k.OrderID, &k.Version, &t); err != nil {
+			return 0, 0, err
+		}
+		if p, ok := published[k]; ok {
+			lat = append(lat, max(t.Sub(p), 0))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return 0, 0, err
+	}
+	if len(lat) == 0 {
+		return 0, 0, errors.New("no business key recorded")
+	}
+	slices.Sort(lat)
+	q := func(f float64) time.Duration { return lat[min(len(lat)-1, int(f*float64(len(lat))))] }
+	return q(0.50), q(0.99), nil
+}

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2/admin"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
+
+	"github.com/orderflow/orderflow/migrations"
+)
+
+// makeUp is the hint every service failure ends with.
+const makeUp = "start the local stack with `make up` (see `make status`)"
+
+// uniqueName returns prefix followed by a suffix unique across runs, made of
+// [a-z0-9-]: valid as a topic, group, task queue or order ID prefix.
+func uniqueName(prefix string) string {
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return prefix + "-" + strconv.FormatInt(time.Now().UnixNano()/1e6, 36) + "-" + hex.EncodeToString(b[:])
+}
+
+// database is a fresh, migrated PostgreSQL database of one benchmark cell.
+type database struct {
+	Name string
+	DSN  string
+	DB   *sql.DB
+	drop func() error
+}
+
+// Close closes the pool and drops the database.
+func (d *database) Close() error {
+	_ = d.DB.Close()
+	return d.drop()
+}
+
+// newDatabase creates and migrates a fresh database on the server that
+// adminURL (DATABASE_URL) names.
+func newDatabase(ctx context.Context, adminURL string) (*database, error) {
+	u, err := url.Parse(adminURL)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return nil, fmt.Errorf("DATABASE_URL must be a postgres:// URL, got %q", adminURL)
+	}
+	adm, err := sql.Open("pgx", adminURL)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", u.Redacted(), err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	err = adm.PingContext(pctx)
+	cancel()
+	if err != nil {
+		_ = adm.Close()
+		return nil, fmt.Errorf("PostgreSQL at %s is unreachable (%v); %s", u.Redacted(), err, makeUp)
+	}
+	name := strings.ReplaceAll(uniqueName("orderflow_bench"), "-", "_")
+	if _, err := adm.ExecContext(ctx, `CREATE DATABASE `+name); err != nil {
+		_ = adm.Close()
+		return nil, fmt.Errorf("create database %s: %w", name, err)
+	}
+	drop := func() error {
+		defer adm.Close()
+		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := adm.ExecContext(dctx, `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`); err != nil {
+			return fmt.Errorf("drop database %s: %w", name, err)
+		}
+		return nil
+	}
+	du := *u
+	du.Path = "/" + name
+	db, err := sql.Open("pgx", du.String())
+	if err != nil {
+		_ = drop()
+		return nil, fmt.Errorf("open database %s: %w", name, err)
+	}
+	db.SetMaxOpenConns(8)
+	if err := migrations.Up(ctx, db); err != nil {
+		_ = db.Close()
+		_ = drop()
+		return nil, fmt.Errorf("migrate database %s: %w", name, err)
+	}
+	return &database{Name: name, DSN: du.String(), DB: db, drop: drop}, nil
+}
+
+// createTopic creates a topic with the given number of queues on the broker
+// and waits until the name server routes every queue.
+func createTopic(ctx context.Context, namesrv []string, broker, name string, queues int) error {
+	deadline := time.Now().Add(30 * time.Second)
+	created := false
+	var lastErr error
+	for time.Now().Before(deadline) {
+		err := func() error {
+			a, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver(namesrv)))
+			if err != nil {
+				return fmt.Errorf("RocketMQ admin client: %w", err)
+			}
+			defer a.Close()
+			actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			if !created {
+				if err := a.CreateTopic(actx, admin.WithTopicCreate(name), admin.WithBrokerAddrCreate(broker),
+					admin.WithReadQueueNums(queues), admin.WithWriteQueueNums(queues)); err != nil {
+					return fmt.Errorf("create topic %s on %s: %w", name, broker, err)
+				}
+				created = true
+			}
+			mqs, err := a.FetchPublishMessageQueues(actx, name)
+			if err != nil {
+				return fmt.Errorf("route of topic %s: %w", name, err)
+			}
+			if len(mqs) != queues {
+				return fmt.Errorf("topic %s routes %d of %d queues", name, len(mqs), queues)
+			}
+			return nil
+		}()
+		if err == nil {
+			return nil
+		}
+		lastErr = err
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	return fmt.Errorf("topic %s not routable within 30s (%w); %s", name, lastErr, makeUp)
+}
+
+// dialCheck fails with the make-up hint when addr does not accept TCP.
+func dialCheck(what, addr string) error {
+	conn, err := net.DialTimeout("tcp", addr, 3*time.Second)
+	if err != nil {
+		return fmt.Errorf("%s at %s is unreachable (%v); %s", what, addr, err, makeUp)
+	}
+	return conn.Close()
+}
+
+// freeAddr returns a loopback address with a port that was free a moment ago.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// buildBinaries builds the worker and the bridge into dir.
+func buildBinaries(ctx context.Context, dir string) (worker, bridge string, err error) {
+	worker = filepath.Join(dir, "worker")
+	bridge = filepath.Join(dir, "starter")
+	for bin, pkg := range map[string]string{worker: "github.com/orderflow/orderflow/worker", bridge: "github.com/orderflow/orderflow/starter"} {
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
+		cmd.Stderr = os.Stderr
+		if err := cmd.Run(); err != nil {
+			return "", "", fmt.Errorf("go build %s: %w", pkg, err)
+		}
+	}
+	return worker, bridge, nil
+}
