@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,6 +64,9 @@ type Consumer struct {
 	inFlight int
 	idle     chan struct{}
 
+	lagMu sync.Mutex
+	lags  map[primitive.MessageQueue]queueLag
+
 	started  atomic.Bool
 	rejected atomic.Int64
 	stopOnce sync.Once
@@ -112,7 +116,7 @@ func NewConsumer(cfg ConsumerConfig, h Handler) (*Consumer, error) {
 		return nil, fmt.Errorf("mq: create consumer for group %s: %w", cfg.Group, err)
 	}
 	work, cancel := context.WithCancel(context.Background())
-	c := &Consumer{cfg: cfg, pc: pc, handler: h, work: work, cancelWork: cancel}
+	c := &Consumer{cfg: cfg, pc: pc, handler: h, work: work, cancelWork: cancel, lags: map[primitive.MessageQueue]queueLag{}}
 	sel := consumer.MessageSelector{Type: consumer.TAG, Expression: "*"}
 	if err := pc.Subscribe(cfg.Topic, sel, c.consume); err != nil {
 		cancel()
@@ -153,15 +157,54 @@ func (c *Consumer) InFlight() int {
 // the consumer was stopping.
 func (c *Consumer) Rejected() int64 { return c.rejected.Load() }
 
-// Lag returns, per topic, how many messages of the queues this instance
-// holds are stored but not yet consumed, as far as the client knows (it
-// learns the queue ends from its pulls). Topics without a known figure are
-// absent.
-func (c *Consumer) Lag() map[string]int64 {
-	if !c.started.Load() {
-		return nil
+// queueLag is the backlog of one queue as last observed.
+type queueLag struct {
+	topic string
+	lag   int64
+	at    time.Time
+}
+
+// lagExpiry drops a queue's figure when no message of it was seen for this
+// long (the queue was rebalanced away, or it is idle and caught up).
+const lagExpiry = 2 * time.Minute
+
+// observeLag records, for the queue of each message, how many messages the
+// broker holds behind it (from the queue's max offset, which the client
+// attaches to every pulled message).
+func (c *Consumer) observeLag(msgs []*primitive.MessageExt) {
+	now := time.Now()
+	c.lagMu.Lock()
+	defer c.lagMu.Unlock()
+	for _, m := range msgs {
+		if m.Queue == nil {
+			continue
+		}
+		maxOffset, err := strconv.ParseInt(m.GetProperty(primitive.PropertyMaxOffset), 10, 64)
+		if err != nil {
+			continue
+		}
+		c.lags[*m.Queue] = queueLag{topic: m.Queue.Topic, lag: max(0, maxOffset-m.QueueOffset-1), at: now}
 	}
-	return c.pc.GetOffsetDiffMap()
+}
+
+// Lag returns, per topic (the group's retry topic included), how many
+// messages the broker holds behind the last message this instance received
+// from each of its queues: the consumer's backlog, as of its last callback
+// per queue. (The client's own GetOffsetDiffMap is not used: it reads the
+// queue state without synchronisation.)
+func (c *Consumer) Lag() map[string]int64 {
+	now := time.Now()
+	c.lagMu.Lock()
+	defer c.lagMu.Unlock()
+	out := map[string]int64{}
+	for q, l := range c.lags {
+		if now.Sub(l.at) > lagExpiry {
+			delete(c.lags, q)
+			continue
+		}
+		out[l.topic] += l.lag
+	}
+	return out
 }
 
 // enter registers a callback; false when the consumer is stopping.
@@ -190,6 +233,7 @@ func (c *Consumer) consume(ctx context.Context, msgs ...*primitive.MessageExt) (
 	if len(msgs) == 0 {
 		return consumer.ConsumeSuccess, nil
 	}
+	c.observeLag(msgs)
 	if !c.enter() {
 		// Stopping: hand the messages back untouched, to come again soon.
 		c.rejected.Add(int64(len(msgs)))

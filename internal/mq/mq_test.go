@@ -345,3 +345,32 @@ func TestStopCancelsHandlersAfterGrace(t *testing.T) {
 		t.Fatalf("Stop took %s, want the 300ms grace plus a little", d)
 	}
 }
+
+// Lag reports the backlog behind the messages being handled, and 0 once the
+// consumer has caught up.
+func TestLag(t *testing.T) {
+	namesrv, topic, p := setup(t, 1)
+	const n = 30
+	for i := 0; i < n; i++ {
+		if _, err := p.PublishRaw(context.Background(), topic, []byte(fmt.Sprintf("m-%d", i)), "", "", ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	release := make(chan struct{})
+	var handled atomic.Int64
+	c := newConsumer(t, mq.ConsumerConfig{NameServer: namesrv, Topic: topic, Group: testenv.UniqueName("g"), Goroutines: 1},
+		func(context.Context, *primitive.MessageExt) error {
+			<-release
+			handled.Add(1)
+			return nil
+		})
+	waitFor(t, "first callback", 60*time.Second, func() bool { return c.InFlight() == 1 })
+	if lag := c.Lag()[topic]; lag != n-1 {
+		t.Errorf("lag while the first of %d messages is handled = %d, want %d", n, lag, n-1)
+	}
+	close(release)
+	waitFor(t, "all handled", 60*time.Second, func() bool { return handled.Load() == n })
+	if lag := c.Lag()[topic]; lag != 0 {
+		t.Errorf("lag after all messages were handled = %d, want 0", lag)
+	}
+}
