@@ -12,6 +12,7 @@ import (
 
 	"github.com/orderflow/orderflow/activities"
 	"github.com/orderflow/orderflow/fsm"
+	"github.com/orderflow/orderflow/internal/obs"
 	"github.com/orderflow/orderflow/internal/testenv"
 )
 
@@ -168,7 +169,12 @@ func TestBridgeOutageLosesNothing(t *testing.T) {
 	defer tc.Close()
 	parkDB := openDB(t, strings.Replace(e.dsn, pgAddr, pgProxy.addr(), 1))
 
-	b := startBridge(t, cfg, temporalDeliver(tc, e.taskQueue, testParams), dbPark(&activities.Activities{DB: parkDB}))
+	parkSQL, err := parkDB.DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := startBridge(t, cfg, temporalDeliver(tc, e.taskQueue, testParams), dbPark(&activities.Activities{DB: parkDB}),
+		obs.TemporalCheck(tc), obs.PingCheck("postgres", parkSQL))
 	var want []fsm.Key
 	for n := 0; n < orders; n++ {
 		for v, s := range []fsm.Status{fsm.Created, fsm.Paid, fsm.Shipped} {
@@ -206,8 +212,8 @@ func TestBridgeOutageLosesNothing(t *testing.T) {
 	if n := len(e.deadLetters(t)); n != 0 {
 		t.Fatalf("%d dead letters during the PostgreSQL outage", n)
 	}
-	if s := httpStatus(t, "http://"+b.Addr()+"/readyz"); s == 200 {
-		t.Errorf("/readyz = 200 while Temporal is unreachable")
+	if s := httpStatus(t, "http://"+b.Addr()+"/readyz"); s != http.StatusServiceUnavailable {
+		t.Errorf("/readyz = %d while Temporal and PostgreSQL are unreachable, want 503", s)
 	}
 
 	temporalProxy.setUp(true)
@@ -221,6 +227,9 @@ func TestBridgeOutageLosesNothing(t *testing.T) {
 	}
 	waitMetric(t, b.Addr(), `orderflow_bridge_messages_total{result="signalled"}`, float64(len(want)))
 	waitMetric(t, b.Addr(), `orderflow_bridge_messages_total{result="parked"}`, float64(len(badBodies)))
+	if s := httpStatus(t, "http://"+b.Addr()+"/readyz"); s != http.StatusOK {
+		t.Errorf("/readyz = %d after the outage, want 200", s)
+	}
 	t.Logf("outage: %v retries, %v failed attempts to Temporal, %v to PostgreSQL",
 		metric(t, b.Addr(), `orderflow_bridge_messages_total{result="retry"}`),
 		metric(t, b.Addr(), `orderflow_bridge_attempt_errors_total{target="temporal"}`),

@@ -216,10 +216,10 @@ func (e *env) waitAccounted(t *testing.T, want []fsm.Key, deadWant int, timeout 
 }
 
 // startBridge runs a bridge in-process with the given delivery and parking.
-func startBridge(t *testing.T, cfg bridgeConfig, deliver DeliverFunc, park ParkFunc) *Bridge {
+func startBridge(t *testing.T, cfg bridgeConfig, deliver DeliverFunc, park ParkFunc, checks ...obs.Check) *Bridge {
 	t.Helper()
 	log := obs.NewLogger(testWriter(t), slog.LevelWarn, "bridge")
-	b, err := newBridge(cfg, bridgeDeps{Log: log, Registry: prometheus.NewRegistry(), Deliver: deliver, Park: park})
+	b, err := newBridge(cfg, bridgeDeps{Log: log, Registry: prometheus.NewRegistry(), Deliver: deliver, Park: park, Checks: checks})
 	if err != nil {
 		t.Fatalf("newBridge: %v", err)
 	}
@@ -369,7 +369,7 @@ func pgHostPort(t *testing.T, dsn string) string {
 // openDB opens a gorm connection that the test closes at its end.
 func openDB(t *testing.T, dsn string) *gorm.DB {
 	t.Helper()
-	db, err := gorm.Open(postgres.Open(dsn), &gorm.Config{Logger: gormlogger.Discard})
+	db, err := gorm.Open(postgres.Open(dsn), &gorm.Config{Logger: gormlogger.Discard, DisableAutomaticPing: true})
 	if err != nil {
 		t.Fatalf("open %s: %v", dsn, err)
 	}
