@@ -226,7 +226,7 @@ func (b *Bridge) stop() error {
 	hctx, hcancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer hcancel()
 	errH := b.server.Shutdown(hctx)
-	b.log.Info("bridge stopped", "took", time.Since(start), "handed_back", b.consumer.Rejected())
+	b.log.Info("bridge stopped", "took", time.Since(start).Round(time.Millisecond).String(), "handed_back", b.consumer.Rejected())
 	return errors.Join(errC, errH)
 }
 
@@ -250,6 +250,10 @@ func runBridge(ctx context.Context, stopSignals func(), args []string, stderr io
 	slog.SetDefault(log)
 	mq.UseSlog(log, slog.LevelWarn)
 	if err := serveBridge(ctx, stopSignals, cfg, log); err != nil {
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			log.Info("stopped during start-up")
+			return 0
+		}
 		log.Error("bridge failed", "err", err)
 		return 1
 	}

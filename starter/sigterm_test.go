@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -213,4 +214,39 @@ func lastLine(out, s string) string {
 		}
 	}
 	return last
+}
+
+// Start-up failures end the process with exit 1 and a log line that says
+// what is wrong.
+func TestBridgeBinaryStartupFailures(t *testing.T) {
+	namesrv := testenv.RocketMQNamesrv(t)
+	_, dsn := testenv.NewDatabase(t)
+	bin := buildBridge(t)
+	missing := testenv.UniqueName("no-such-topic")
+	for _, c := range []struct {
+		name string
+		env  []string
+		want string
+	}{
+		{"missing topic", []string{"DATABASE_URL=" + dsn, "ORDERFLOW_TOPIC=" + missing}, missing},
+		{"database unreachable", []string{"DATABASE_URL=postgres://orderflow:orderflow@127.0.0.1:1/orderflow?sslmode=disable&connect_timeout=2"}, "127.0.0.1"},
+		{"bad flag value", []string{"BRIDGE_CONCURRENCY=lots"}, `-concurrency: "lots"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin)
+			cmd.Env = append(os.Environ(), "ROCKETMQ_NAMESRV="+namesrv, "BRIDGE_METRICS_ADDR=127.0.0.1:0",
+				"ORDERFLOW_CONSUMER_GROUP="+testenv.UniqueName("g"), "ORDERFLOW_TOPIC="+missing)
+			cmd.Env = append(cmd.Env, c.env...)
+			out, err := cmd.CombinedOutput()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() == 0 {
+				t.Fatalf("bridge did not fail (%v):\n%s", err, out)
+			}
+			if !strings.Contains(string(out), c.want) {
+				t.Fatalf("output does not mention %q:\n%s", c.want, out)
+			}
+		})
+	}
 }
