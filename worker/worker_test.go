@@ -267,7 +267,7 @@ func TestWorkerSurvivesSIGKILL(t *testing.T) {
 	// The project's and the SDK's metrics are exported.
 	_, metrics := second.get("/metrics")
 	for _, want := range []string{`orderflow_events_total{outcome="applied"}`, `orderflow_activity_duration_seconds_bucket{activity="ApplyEvent"`,
-		"orderflow_points_awarded_total", "temporal_workflow_task_execution_latency", "temporal_activity_execution_latency"} {
+		"orderflow_points_awarded_total", "temporal_workflow_task_execution_latency", "temporal_local_activity_execution_latency"} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}

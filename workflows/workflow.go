@@ -45,6 +45,23 @@ func ActivityOptions() workflow.ActivityOptions {
 	}
 }
 
+// LocalActivityOptions are the options of the database steps when they run
+// as local activities: the same attempt bound and retry policy as
+// ActivityOptions, executed by the workflow worker inside the workflow task.
+func LocalActivityOptions() workflow.LocalActivityOptions {
+	ao := ActivityOptions()
+	return workflow.LocalActivityOptions{
+		StartToCloseTimeout: ao.StartToCloseTimeout,
+		RetryPolicy:         ao.RetryPolicy,
+	}
+}
+
+// ChangeLocalActivities is the workflow.GetVersion change ID under which the
+// database steps (LoadOrder, ApplyEvent, AwardPoints) run as local
+// activities. Runs recorded before the change (version
+// workflow.DefaultVersion) replay with regular activities.
+const ChangeLocalActivities = "local-db-activities"
+
 // Register registers OrderWorkflow under its type name WorkflowType.
 func Register(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(OrderWorkflow, workflow.RegisterOptions{Name: WorkflowType})
@@ -71,9 +88,15 @@ func OrderWorkflow(ctx workflow.Context, in Input) (Result, error) {
 	// Activities run on a disconnected context: a cancellation request must
 	// not interrupt an event half-way; the loop notices it between events.
 	actx, _ := workflow.NewDisconnectedContext(ctx)
+	actx = workflow.WithActivityOptions(actx, ActivityOptions())
+	actx = workflow.WithLocalActivityOptions(actx, LocalActivityOptions())
 	r := &run{
-		root:   ctx,
-		ctx:    workflow.WithActivityOptions(actx, ActivityOptions()),
+		root: ctx,
+		ctx:  actx,
+		// The database steps are short transactions: as local activities
+		// they run inside the workflow task that received the signal, with
+		// no activity task round trip through the server.
+		local:  workflow.GetVersion(ctx, ChangeLocalActivities, workflow.DefaultVersion, 1) >= 1,
 		logger: log.With(workflow.GetLogger(ctx), "order_id", orderID),
 		params: in.Params.withDefaults(),
 	}
@@ -110,6 +133,17 @@ type run struct {
 	state  State
 	// status is the status last written to the search attribute.
 	status fsm.Status
+	// local is true when the database steps run as local activities.
+	local bool
+}
+
+// execute runs the activity name as a local activity or a regular one, as
+// the run's version says.
+func (r *run) execute(name string, arg any) workflow.Future {
+	if r.local {
+		return workflow.ExecuteLocalActivity(r.ctx, name, arg)
+	}
+	return workflow.ExecuteActivity(r.ctx, name, arg)
 }
 
 func (s State) clone() State {
@@ -128,7 +162,7 @@ func (s State) clone() State {
 // rehydrate loads the order and its recorded business keys from PostgreSQL.
 func (r *run) rehydrate(orderID string) error {
 	var res activities.LoadOrderResult
-	if err := workflow.ExecuteActivity(r.ctx, activities.NameLoadOrder, orderID).Get(r.ctx, &res); err != nil {
+	if err := r.execute(activities.NameLoadOrder, orderID).Get(r.ctx, &res); err != nil {
 		return fmt.Errorf("load order %s: %w", orderID, err)
 	}
 	r.state = State{
@@ -302,7 +336,7 @@ func (r *run) handle(e fsm.Event) error {
 	local := fsm.Decide(cur, e)
 
 	var res activities.ApplyEventResult
-	err := workflow.ExecuteActivity(ctx, activities.NameApplyEvent, activities.ApplyEventInput{Event: e}).Get(ctx, &res)
+	err := r.execute(activities.NameApplyEvent, activities.ApplyEventInput{Event: e}).Get(ctx, &res)
 	if err != nil {
 		if temporal.IsCanceledError(err) {
 			return err
@@ -364,7 +398,7 @@ func (r *run) award(kind fsm.PointsKind, points, version int64, logger log.Logge
 	in := activities.AwardPointsInput{OrderID: r.state.OrderID, UserID: r.state.Order.UserID, Kind: kind,
 		Points: points, Version: version}
 	var pr activities.AwardPointsResult
-	if err := workflow.ExecuteActivity(ctx, activities.NameAwardPoints, in).Get(ctx, &pr); err != nil {
+	if err := r.execute(activities.NameAwardPoints, in).Get(ctx, &pr); err != nil {
 		if temporal.IsCanceledError(err) {
 			return err
 		}
