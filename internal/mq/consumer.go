@@ -43,6 +43,12 @@ type ConsumerConfig struct {
 	// message (default 5, one minute, with the broker's default levels
 	// "1s 5s 10s 30s 1m 2m ..."). The first retry uses level 3 (10s) and each
 	// further one the next level, up to this cap.
+	//
+	// Failed messages come back through the group's retry topic
+	// %RETRY%<group>, which the broker creates on the group's first failure;
+	// a consumer started before it existed learns its route on the client's
+	// next periodic route update (every 30s), so the very first redelivery of
+	// a new group can take up to 30s longer.
 	MaxRetryDelayLevel int
 	// Instance is the client instance name; empty for a unique one.
 	Instance string
