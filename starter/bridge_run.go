@@ -24,6 +24,7 @@ import (
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/internal/obs"
+	"github.com/orderflow/orderflow/internal/profiling"
 	"github.com/orderflow/orderflow/migrations"
 	"github.com/orderflow/orderflow/workflows"
 )
@@ -34,6 +35,8 @@ type bridgeConfig struct {
 	config.Config
 	// MetricsAddr is the listen address of /metrics, /healthz and /readyz.
 	MetricsAddr string
+	// PprofAddr is the listen address of /debug/pprof/; empty: off.
+	PprofAddr string
 	// Concurrency is the number of messages handled at once.
 	Concurrency int
 	// BatchSize is the number of messages per consumer callback.
@@ -58,6 +61,7 @@ type bridgeSetting struct {
 
 var bridgeSettings = []bridgeSetting{
 	{"BRIDGE_METRICS_ADDR", "metrics-addr", ":9091", "listen address of /metrics, /healthz and /readyz"},
+	{"BRIDGE_PPROF_ADDR", "pprof-addr", "", "listen address of /debug/pprof/ (empty: off)"},
 	{"BRIDGE_CONCURRENCY", "concurrency", "16", "messages handled at once"},
 	{"BRIDGE_BATCH_SIZE", "batch-size", "1", "messages per consumer callback (a failure redelivers the whole batch)"},
 	{"BRIDGE_GRACE_PERIOD", "grace-period", "30s", "on SIGTERM, how long to wait for in-flight messages"},
@@ -110,6 +114,7 @@ func parseBridgeConfig(args []string, getenv func(string) string, out io.Writer)
 		return d
 	}
 	cfg.MetricsAddr = *vals["metrics-addr"]
+	cfg.PprofAddr = *vals["pprof-addr"]
 	cfg.Concurrency = intVal("concurrency", 1)
 	cfg.BatchSize = intVal("batch-size", 1)
 	cfg.GracePeriod = durVal("grace-period")
@@ -266,6 +271,11 @@ func serveBridge(ctx context.Context, stopSignals func(), cfg bridgeConfig, log 
 		return err
 	}
 	defer metrics.Close()
+	stopPprof, err := profiling.Serve(cfg.PprofAddr, log)
+	if err != nil {
+		return err
+	}
+	defer stopPprof()
 
 	db, err := gorm.Open(postgres.Open(cfg.DatabaseURL), &gorm.Config{Logger: gormlogger.Discard})
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/orderflow/orderflow/activities"
 	"github.com/orderflow/orderflow/config"
 	"github.com/orderflow/orderflow/internal/obs"
+	"github.com/orderflow/orderflow/internal/profiling"
 	"github.com/orderflow/orderflow/migrations"
 	"github.com/orderflow/orderflow/workflows"
 )
@@ -26,6 +27,7 @@ import (
 // options are the worker's own settings, beyond package config.
 type options struct {
 	MetricsAddr          string
+	PprofAddr            string
 	StopTimeout          time.Duration
 	MaxActivities        int
 	MaxWorkflowTasks     int
@@ -41,6 +43,7 @@ type options struct {
 const (
 	envMetricsAddr = "ORDERFLOW_WORKER_METRICS_ADDR"
 	envStopTimeout = "ORDERFLOW_WORKER_STOP_TIMEOUT"
+	envPprofAddr   = "ORDERFLOW_WORKER_PPROF_ADDR"
 )
 
 func envOr(name, def string) string {
@@ -58,6 +61,8 @@ func parse(args []string) (config.Config, options, error) {
 	var o options
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", envOr(envMetricsAddr, ":9090"),
 		"listen address of /metrics, /healthz and /readyz (env "+envMetricsAddr+")")
+	fs.StringVar(&o.PprofAddr, "pprof-addr", envOr(envPprofAddr, ""),
+		"listen address of /debug/pprof/ (empty: off) (env "+envPprofAddr+")")
 	stop, err := time.ParseDuration(envOr(envStopTimeout, "30s"))
 	if err != nil {
 		return cfg, o, fmt.Errorf("%s: %w", envStopTimeout, err)
@@ -162,6 +167,12 @@ func serve(ctx context.Context, stop context.CancelFunc, cfg config.Config, o op
 			logger.Warn("http shutdown", "err", err)
 		}
 	}()
+
+	stopPprof, err := profiling.Serve(o.PprofAddr, logger)
+	if err != nil {
+		return err
+	}
+	defer stopPprof()
 
 	fatal := make(chan error, 1)
 	w := worker.New(tc, cfg.TaskQueue, worker.Options{
