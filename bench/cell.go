@@ -5,9 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/orderflow/orderflow/check"
@@ -27,6 +33,7 @@ type cellConfig struct {
 	Workers     int  // worker processes (orderflow only)
 	Direct      bool // the direct-consumer baseline instead of orderflow
 	Seed        int64
+	Profile     bool // capture CPU profiles of the first worker and the bridge
 }
 
 // cellResult is what one cell measured.
@@ -39,6 +46,9 @@ type cellResult struct {
 	Publish  time.Duration
 	P50, P99 time.Duration // publish to first_seen_at of each business key
 	Verified bool
+	// Metrics are a few of Temporal's SDK metrics of the run's processes
+	// (mean seconds), when it was profiled.
+	Metrics map[string]float64 `json:",omitempty"`
 }
 
 // scenarioOptions are the benchmark's scenario: DESIGN's distortions with
@@ -80,11 +90,13 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 	res.Messages, res.Events = exp.Counts.Messages, exp.Counts.Events
 
 	// Consumers first, so that consumption overlaps publishing.
-	stop, err := b.startConsumers(ctx, cc, db, topic, group, tq)
+	stop, pprofAddrs, err := b.startConsumers(ctx, cc, db, topic, group, tq)
 	if err != nil {
 		return res, err
 	}
 	defer stop()
+	profiled := b.captureProfiles(ctx, cc.Name, pprofAddrs)
+	defer profiled()
 
 	p, err := mq.NewProducer(b.cfg.RocketMQNamesrv, mq.WithProducerGroup(uniqueName("bench-pub")))
 	if err != nil {
@@ -113,6 +125,9 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 		return res, err
 	}
 	res.Verified = report.OK()
+	if cc.Profile {
+		res.Metrics = b.saveMetrics(ctx)
+	}
 
 	last, err := lastEffect(ctx, db)
 	if err != nil {
@@ -128,14 +143,26 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 }
 
 // startConsumers starts what consumes the cell's topic and returns how to
-// stop it.
-func (b *bench) startConsumers(ctx context.Context, cc cellConfig, db *database, topic, group, tq string) (func(), error) {
+// stop it, and the pprof addresses of the processes it profiles.
+func (b *bench) startConsumers(ctx context.Context, cc cellConfig, db *database, topic, group, tq string) (func(), map[string]string, error) {
 	if cc.Direct {
 		d, err := startDirect(db.DSN, b.cfg.RocketMQNamesrv, topic, group, cc.Concurrency, cc.BatchSize)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return d.Stop, nil
+		return d.Stop, nil, nil
+	}
+	pprofAddrs := map[string]string{}
+	pprofFlag := func(name string) []string {
+		if !cc.Profile {
+			return nil
+		}
+		addr, err := freeAddr()
+		if err != nil {
+			return nil
+		}
+		pprofAddrs[name] = addr
+		return []string{"-pprof-addr", addr}
 	}
 	var procs []*process
 	stopAll := func() {
@@ -149,10 +176,14 @@ func (b *bench) startConsumers(ctx context.Context, cc cellConfig, db *database,
 	for i := 0; i < cc.Workers; i++ {
 		args := append(slices.Clone(common), b.tuning.workerFlags()...)
 		args = append(args, b.workerArgs...)
-		p, err := startProcess(ctx, b.logDir, fmt.Sprintf("%s-worker%d", cc.Name, i+1), b.workerBin, args)
+		name := fmt.Sprintf("%s-worker%d", cc.Name, i+1)
+		if i == 0 {
+			args = append(args, pprofFlag(name)...)
+		}
+		p, err := startProcess(ctx, b.logDir, name, b.workerBin, args)
 		if err != nil {
 			stopAll()
-			return nil, err
+			return nil, nil, err
 		}
 		procs = append(procs, p)
 	}
@@ -160,13 +191,124 @@ func (b *bench) startConsumers(ctx context.Context, cc cellConfig, db *database,
 		"-rocketmq-namesrv", b.cfg.RocketMQNamesrv,
 		"-concurrency", strconv.Itoa(cc.Concurrency), "-batch-size", strconv.Itoa(cc.BatchSize))
 	args = append(args, b.bridgeArgs...)
+	args = append(args, pprofFlag(cc.Name+"-bridge")...)
 	p, err := startProcess(ctx, b.logDir, cc.Name+"-bridge", b.bridgeBin, args)
 	if err != nil {
 		stopAll()
-		return nil, err
+		return nil, nil, err
 	}
 	procs = append(procs, p)
-	return stopAll, nil
+	b.metricsAddrs = map[string]string{}
+	for _, p := range procs {
+		b.metricsAddrs[p.name] = p.addr
+	}
+	return stopAll, pprofAddrs, nil
+}
+
+// profileSeconds is the length of the CPU profiles captured under load.
+const profileSeconds = 15
+
+// captureProfiles fetches a CPU profile from each pprof address in the
+// background, starting now, into logDir/<name>.cpu.pprof; the returned
+// function waits for them.
+func (b *bench) captureProfiles(ctx context.Context, cell string, addrs map[string]string) func() {
+	var wg sync.WaitGroup
+	for name, addr := range addrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			path := filepath.Join(b.logDir, name+".cpu.pprof")
+			if err := fetch(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, profileSeconds), path); err != nil {
+				slog.Warn("bench: CPU profile", "process", name, "err", err)
+			}
+		}()
+	}
+	return wg.Wait
+}
+
+// fetch writes the body of url to path.
+func fetch(ctx context.Context, url, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// sdkMeans are the SDK histograms whose means the profiled run reports:
+// the bridge's SignalWithStart call, and the worker's workflow task
+// schedule-to-start, execution and local activity latencies.
+var sdkMeans = []struct{ process, metric, filter string }{
+	{"bridge", "temporal_request_latency_seconds", `operation="SignalWithStartWorkflowExecution"`},
+	{"worker1", "temporal_workflow_task_schedule_to_start_latency_seconds", ""},
+	{"worker1", "temporal_workflow_task_execution_latency_seconds", ""},
+	{"worker1", "temporal_request_latency_seconds", `operation="RespondWorkflowTaskCompleted"`},
+	{"worker1", "temporal_local_activity_execution_latency_seconds", ""},
+	{"worker1", "temporal_activity_execution_latency_seconds", ""},
+}
+
+// saveMetrics writes each process's /metrics into logDir and returns the
+// means of sdkMeans, keyed "process:metric".
+func (b *bench) saveMetrics(ctx context.Context) map[string]float64 {
+	out := map[string]float64{}
+	for name, addr := range b.metricsAddrs {
+		path := filepath.Join(b.logDir, name+".metrics.txt")
+		if err := fetch(ctx, "http://"+addr+"/metrics", path); err != nil {
+			slog.Warn("bench: metrics", "process", name, "err", err)
+			continue
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		for _, m := range sdkMeans {
+			if !strings.HasSuffix(name, m.process) {
+				continue
+			}
+			sum := promSum(string(data), m.metric+"_sum", m.filter)
+			n := promSum(string(data), m.metric+"_count", m.filter)
+			if n > 0 {
+				out[m.process+":"+m.metric] = sum / n
+				out[m.process+":"+m.metric+"_count"] = n
+			}
+		}
+	}
+	return out
+}
+
+// promSum adds the values of the samples of metric whose labels contain
+// filter, in Prometheus text format.
+func promSum(text, metric, filter string) float64 {
+	var total float64
+	for _, line := range strings.Split(text, "\n") {
+		if !strings.HasPrefix(line, metric+"{") && !strings.HasPrefix(line, metric+" ") {
+			continue
+		}
+		if filter != "" && !strings.Contains(line, filter) {
+			continue
+		}
+		f := strings.Fields(line)
+		if v, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil {
+			total += v
+		}
+	}
+	return total
 }
 
 // lastEffect is the time of the run's last database effect: the latest

@@ -46,7 +46,7 @@ var (
 func (c chart) WritePNG(path string) error {
 	img := image.NewRGBA(image.Rect(0, 0, c.W, c.H))
 	draw.Draw(img, img.Bounds(), &image.Uniform{colWhite}, image.Point{}, draw.Src)
-	left, right, top, bottom := 70, c.W-190, 40, c.H-50
+	left, right, top, bottom := 70, c.W-190, 55, c.H-50
 
 	xmin, xmax := math.Inf(1), math.Inf(-1)
 	ymax := 0.0

@@ -57,6 +57,10 @@ type bench struct {
 	bridgeArgs []string
 	logDir     string
 	settleWait time.Duration
+	profile    bool
+	// metricsAddrs are the metrics addresses of the current cell's
+	// processes, by name.
+	metricsAddrs map[string]string
 }
 
 // options are the command's flags.
@@ -68,7 +72,7 @@ type options struct {
 	seed                                int64
 	chart, results, logDir              string
 	workerArgs, bridgeArgs              string
-	skipScaling                         bool
+	skipScaling, profile                bool
 }
 
 func main() {
@@ -111,6 +115,7 @@ func parse(args []string) (config.Config, tuning, options, error) {
 	fs.StringVar(&scaleConc, "scale-concurrency", "8,32,64", "bridge concurrencies of the scaling table")
 	fs.StringVar(&scaleW, "scale-workers", "1,2", "worker process counts of the scaling table")
 	fs.BoolVar(&o.skipScaling, "skip-scaling", false, "skip the scaling table and the chart")
+	fs.BoolVar(&o.profile, "profile", true, "capture 15s CPU profiles of the e2e run's worker and bridge and their SDK metrics into the log directory")
 	fs.Int64Var(&o.seed, "seed", 42, "scenario seed")
 	fs.StringVar(&o.chart, "chart", "docs/bench-throughput.png", "PNG chart of throughput against bridge concurrency")
 	fs.StringVar(&o.logDir, "log-dir", ".data/bench", "directory of the processes' logs and the results file")
@@ -224,12 +229,26 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 
 	// 2. orderflow end to end.
 	e2e, err := b.runCell(ctx, cellConfig{Name: "e2e", Orders: o.orders, Concurrency: o.concurrency,
-		BatchSize: o.batch, Workers: o.workers, Seed: o.seed})
+		BatchSize: o.batch, Workers: o.workers, Seed: o.seed, Profile: o.profile})
 	if err != nil {
 		return fmt.Errorf("e2e: %w", err)
 	}
 	res.E2E = e2e
 	fmt.Fprintf(out, "e2e:      %s\n", describe(e2e))
+	if len(e2e.Metrics) > 0 {
+		fmt.Fprintf(out, "profile:  CPU profiles and /metrics in %s; SDK means:", b.logDir)
+		for _, m := range sdkMeans {
+			k := m.process + ":" + m.metric
+			if v, ok := e2e.Metrics[k]; ok {
+				fmt.Fprintf(out, " %s %s=%s (n=%.0f)", m.process, metricLabel(m.metric, m.filter),
+					time.Duration(v*float64(time.Second)).Round(100*time.Microsecond), e2e.Metrics[k+"_count"])
+			}
+		}
+		if n := e2e.Metrics["worker1:temporal_workflow_task_execution_latency_seconds_count"]; n > 0 && o.workers == 1 {
+			fmt.Fprintf(out, "; %.2f workflow tasks per message", n/float64(e2e.Messages))
+		}
+		fmt.Fprintln(out)
+	}
 
 	// 3. Direct-consumer baseline.
 	base, err := b.runCell(ctx, cellConfig{Name: "baseline", Orders: o.orders, Concurrency: o.concurrency,
@@ -327,4 +346,13 @@ func drawChart(path string, o options, res results) error {
 		XTicks: ticks, Series: ss, W: 760, H: 420,
 	}
 	return c.WritePNG(path)
+}
+
+// metricLabel is a short name of an SDK metric for the profile line.
+func metricLabel(metric, filter string) string {
+	l := strings.TrimSuffix(strings.TrimPrefix(metric, "temporal_"), "_seconds")
+	if _, op, ok := strings.Cut(filter, `operation="`); ok {
+		l = strings.TrimSuffix(op, `"`)
+	}
+	return l
 }
