@@ -3,8 +3,9 @@
 
 GO ?= go
 # Two packages at a time (the services share the machine), race detector on,
+# never a cached result (the tests depend on the running services),
 # and a timeout long enough for the end-to-end and crash tests.
-GOTEST_FLAGS ?= -race -p 2 -timeout 30m
+GOTEST_FLAGS ?= -race -count=1 -p 2 -timeout 30m
 
 .PHONY: up down status deps test vet demo bench
 
