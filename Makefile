@@ -18,8 +18,9 @@ up:
 demo: up
 	@scripts/demo.sh
 
-## down: stop the local stack, keeping its data in .data/
+## down: stop the demo's worker and bridge and the local stack, keeping data in .data/
 down:
+	@if [ -x scripts/demo.sh ]; then scripts/demo.sh stop; fi
 	@scripts/stack.sh down
 
 ## status: print each service's state (exit status 1 when one is stopped)
