@@ -34,10 +34,17 @@ deps:
 vet:
 	$(GO) vet ./...
 
+# Packages whose tests stop and restart the shared services (crash safety):
+# they run alone, after the others, so that they do not pull a service from
+# under another package's tests.
+SERIAL_PKGS ?= ./e2e/...
+SERIAL_MATCH ?= /e2e(/|$$)
+
 ## test: bring the stack up, then vet and run every test against it
 test: up
 	$(GO) vet ./...
-	$(GO) test $(GOTEST_FLAGS) ./...
+	$(GO) test $(GOTEST_FLAGS) $$($(GO) list ./... | grep -v -E '$(SERIAL_MATCH)')
+	$(GO) test $(GOTEST_FLAGS) $(SERIAL_PKGS)
 
 ## bench: start the stack, then measure the Temporal ceiling, orderflow end to
 ## end, the direct-consumer baseline and the scaling table (BENCHMARKS.md)
