@@ -21,7 +21,7 @@ CACHE=${ORDERFLOW_CACHE:-$HOME/.cache/orderflow}
 LOGS=$DATA/logs
 HEALTH_TIMEOUT=${ORDERFLOW_HEALTH_TIMEOUT:-120}
 
-PG_PORT=5432
+PG_PORT=${ORDERFLOW_PG_PORT:-5432}
 TEMPORAL_PORT=7233
 TEMPORAL_UI_PORT=8233
 NAMESRV_PORT=9876
@@ -134,6 +134,20 @@ spawn() {
 
 PG_DATA=$DATA/postgres
 PG_LOG=$LOGS/postgres.log
+PG_SOCK=$DATA/run/postgres
+# The cluster runs as user postgres when the script runs as root. When that
+# user cannot reach the data folder (a clone under /root, say), the cluster's
+# files live under /var/lib/orderflow/<hash of the data folder> instead, with
+# symlinks from the data folder.
+if [ "$(id -u)" -eq 0 ] && id postgres >/dev/null 2>&1; then
+	mkdir -p "$DATA"
+	if ! runuser -u postgres -- test -x "$DATA" 2>/dev/null; then
+		PG_BASE=/var/lib/orderflow/$(printf '%s' "$DATA" | md5sum | cut -c1-12)
+		PG_DATA=$PG_BASE/postgres
+		PG_LOG=$PG_BASE/postgres.log
+		PG_SOCK=$PG_BASE/run
+	fi
+fi
 
 pg_bindir() {
 	local d
@@ -149,7 +163,7 @@ pg_bindir() {
 # pg_socket_dir: the Unix socket directory, inside the data folder unless
 # that path is too long for a socket name.
 pg_socket_dir() {
-	local d=$DATA/run/postgres
+	local d=$PG_SOCK
 	if [ "${#d}" -gt 90 ]; then d=/tmp/orderflow-pg-$(id -u); fi
 	echo "$d"
 }
@@ -262,6 +276,15 @@ pg_up() {
 	touch "$PG_LOG"
 	if is_root; then chown postgres: "$PG_DATA" "$sock" "$PG_LOG"; fi
 	chmod 700 "$PG_DATA" "$sock"
+	if [ "$PG_DATA" != "$DATA/postgres" ]; then
+		chmod 755 "$(dirname "$PG_DATA")"
+		[ -L "$DATA/postgres" ] || [ ! -e "$DATA/postgres" ] || fail postgres "$DATA/postgres exists but user postgres cannot reach $DATA; make its parent directories world-executable (chmod o+x) or move the clone"
+		if [ ! -L "$DATA/postgres" ]; then
+			say postgres "user postgres cannot reach $DATA: cluster files in $(dirname "$PG_DATA") (symlinked)"
+		fi
+		ln -sfn "$PG_DATA" "$DATA/postgres"
+		ln -sfn "$PG_LOG" "$LOGS/postgres.log"
+	fi
 
 	if pg_running; then
 		say postgres "running (127.0.0.1:$PG_PORT)"
