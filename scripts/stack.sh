@@ -12,7 +12,12 @@
 #
 # Data and logs live under ORDERFLOW_DATA (default: <repo>/.data, git-ignored).
 # Downloaded and built tools live under ORDERFLOW_CACHE (default:
-# ~/.cache/orderflow), shared by every clone.
+# ~/.cache/orderflow), shared by every clone. ORDERFLOW_HEALTH_TIMEOUT
+# (seconds, default 120) bounds each health wait; ORDERFLOW_PG_PORT moves
+# PostgreSQL off 5432 (for trying the script beside a running stack).
+#
+# A service whose port is already served by a working instance started
+# elsewhere (another clone's stack) is used as it is, and left alone by down.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
