@@ -56,11 +56,20 @@ func LocalActivityOptions() workflow.LocalActivityOptions {
 	}
 }
 
-// ChangeLocalActivities is the workflow.GetVersion change ID under which the
-// database steps (LoadOrder, ApplyEvent, AwardPoints) run as local
-// activities. Runs recorded before the change (version
-// workflow.DefaultVersion) replay with regular activities.
+// ChangeLocalActivities is the workflow.GetVersion change ID of the
+// workflow's performance changes. Version 1: the database steps (LoadOrder,
+// ApplyEvent, AwardPoints) run as local activities. Version 2: in addition,
+// the OrderStatus search attribute is written once per batch of signals
+// (when no further signal is pending) instead of after every event. Runs
+// recorded before a change replay with the older behaviour
+// (workflow.DefaultVersion: regular activities, one upsert per event).
 const ChangeLocalActivities = "local-db-activities"
+
+// Versions of ChangeLocalActivities.
+const (
+	versionLocalActivities workflow.Version = 1
+	versionCoalesceStatus  workflow.Version = 2
+)
 
 // Register registers OrderWorkflow under its type name WorkflowType.
 func Register(r worker.WorkflowRegistry) {
@@ -90,15 +99,19 @@ func OrderWorkflow(ctx workflow.Context, in Input) (Result, error) {
 	actx, _ := workflow.NewDisconnectedContext(ctx)
 	actx = workflow.WithActivityOptions(actx, ActivityOptions())
 	actx = workflow.WithLocalActivityOptions(actx, LocalActivityOptions())
+	version := workflow.GetVersion(ctx, ChangeLocalActivities, workflow.DefaultVersion, versionCoalesceStatus)
 	r := &run{
 		root: ctx,
 		ctx:  actx,
 		// The database steps are short transactions: as local activities
 		// they run inside the workflow task that received the signal, with
 		// no activity task round trip through the server.
-		local:  workflow.GetVersion(ctx, ChangeLocalActivities, workflow.DefaultVersion, 1) >= 1,
-		logger: log.With(workflow.GetLogger(ctx), "order_id", orderID),
-		params: in.Params.withDefaults(),
+		local: version >= versionLocalActivities,
+		// Every upsert is a command, a history event and a visibility
+		// write: one per batch of signals is enough to keep it current.
+		coalesce: version >= versionCoalesceStatus,
+		logger:   log.With(workflow.GetLogger(ctx), "order_id", orderID),
+		params:   in.Params.withDefaults(),
 	}
 	if err := workflow.SetQueryHandler(ctx, QueryState, func() (State, error) { return r.state.clone(), nil }); err != nil {
 		return Result{}, fmt.Errorf("register %s query: %w", QueryState, err)
@@ -135,6 +148,9 @@ type run struct {
 	status fsm.Status
 	// local is true when the database steps run as local activities.
 	local bool
+	// coalesce is true when the status is upserted once per batch of
+	// signals rather than after each event.
+	coalesce bool
 }
 
 // execute runs the activity name as a local activity or a regular one, as
@@ -251,6 +267,15 @@ func (r *run) loop(ch workflow.ReceiveChannel) (Result, error) {
 			if err := r.handle(event); err != nil {
 				return Result{}, err
 			}
+		}
+		// With coalesce, the status is written once no signal is pending
+		// (a no-op when it did not change).
+		if r.coalesce && ch.Len() == 0 {
+			if err := r.upsertStatus(); err != nil {
+				return Result{}, err
+			}
+		}
+		if got {
 			if r.shouldContinueAsNew() {
 				return Result{}, r.continueAsNew(ch)
 			}
@@ -278,12 +303,15 @@ func (r *run) shouldContinueAsNew() bool {
 }
 
 // drain handles every signal already pending on the channel, in order, and
-// returns how many it handled.
+// returns how many it handled. The status is up to date when it returns.
 func (r *run) drain(ch workflow.ReceiveChannel) (int, error) {
 	n := 0
 	for {
 		var e fsm.Event
 		if !ch.ReceiveAsync(&e) {
+			if r.coalesce {
+				return n, r.upsertStatus()
+			}
 			return n, nil
 		}
 		n++
@@ -387,6 +415,9 @@ func (r *run) handle(e fsm.Event) error {
 	}
 	if err := r.reconcilePoints(logger); err != nil {
 		return err
+	}
+	if r.coalesce {
+		return nil // the caller upserts once the pending signals are handled
 	}
 	return r.upsertStatus()
 }
