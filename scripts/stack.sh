@@ -235,6 +235,9 @@ pg_running() {
 	as_pg "$bin/pg_ctl" -D "$PG_DATA" status >/dev/null 2>&1
 }
 
+pg_ready() { "$(pg_bindir)/pg_isready" -q -h 127.0.0.1 -p "$PG_PORT"; }
+pg_ready_or_gone() { ! pg_running || pg_ready; }
+
 # pg_external_ok: whatever listens on the port is a PostgreSQL that takes
 # the orderflow role's password for database orderflow.
 pg_external_ok() {
@@ -291,6 +294,11 @@ pg_up() {
 		ln -sfn "$PG_LOG" "$LOGS/postgres.log"
 	fi
 
+	# A server killed a moment ago may still look alive: wait until it
+	# answers or is gone, and start it again in the second case.
+	if pg_running && ! wait_until "$HEALTH_TIMEOUT" pg_ready_or_gone; then
+		fail postgres "running but not accepting connections on 127.0.0.1:$PG_PORT within ${HEALTH_TIMEOUT}s" "$PG_LOG"
+	fi
 	if pg_running; then
 		say postgres "running (127.0.0.1:$PG_PORT)"
 	elif port_open "$PG_PORT" && pg_external_ok; then
@@ -312,7 +320,7 @@ pg_up() {
 			fail postgres "did not start within ${HEALTH_TIMEOUT}s: $(last_error "$PG_LOG")" "$PG_LOG"
 		fi
 	fi
-	wait_until "$HEALTH_TIMEOUT" "$bin/pg_isready" -q -h 127.0.0.1 -p "$PG_PORT" ||
+	wait_until "$HEALTH_TIMEOUT" pg_ready ||
 		fail postgres "not accepting connections on 127.0.0.1:$PG_PORT" "$PG_LOG"
 	pg_psql >>"$PG_LOG" 2>&1 <<'EOF' || fail postgres "could not create role and database orderflow" "$PG_LOG"
 SELECT 'CREATE ROLE orderflow LOGIN CREATEDB PASSWORD ''orderflow'''
@@ -373,9 +381,16 @@ temporal_healthy() {
 		port_open "$TEMPORAL_UI_PORT"
 }
 
+# temporal_healthy_or_gone: a process killed a moment ago may still look
+# alive; this waits for it to answer or to be gone.
+temporal_healthy_or_gone() { ! temporal_running || temporal_healthy; }
+
 temporal_up() {
 	[ -x "$TEMPORAL_BIN" ] || temporal_build
 	mkdir -p "$TEMPORAL_DIR"
+	if temporal_running && ! wait_until "$HEALTH_TIMEOUT" temporal_healthy_or_gone; then
+		fail temporal "running but not healthy within ${HEALTH_TIMEOUT}s" "$TEMPORAL_LOG"
+	fi
 	if temporal_running; then
 		say temporal "running (127.0.0.1:$TEMPORAL_PORT)"
 	elif port_open "$TEMPORAL_PORT" && temporal_healthy; then
@@ -479,6 +494,11 @@ mqadmin() {
 namesrv_running() { pid_alive "$NAMESRV_PID" "NamesrvStartup"; }
 broker_running() { pid_alive "$BROKER_PID" "BrokerStartup"; }
 
+# A process killed a moment ago may still look alive: these wait for it to
+# listen or to be gone.
+namesrv_listening_or_gone() { ! namesrv_running || port_open "$NAMESRV_PORT"; }
+broker_listening_or_gone() { ! broker_running || port_open "$BROKER_PORT"; }
+
 broker_registered() { mqadmin clusterList -n "127.0.0.1:$NAMESRV_PORT" 2>>"$MQADMIN_LOG" | grep -q "127.0.0.1:$BROKER_PORT"; }
 
 # rocketmq_external_ok: the name server on the port routes topic
@@ -511,6 +531,8 @@ rocketmq_up() {
 		return 0
 	fi
 
+	wait_until "$HEALTH_TIMEOUT" namesrv_listening_or_gone ||
+		fail namesrv "running but not listening on 127.0.0.1:$NAMESRV_PORT within ${HEALTH_TIMEOUT}s" "$NAMESRV_LOG"
 	if namesrv_running; then
 		say namesrv "running (127.0.0.1:$NAMESRV_PORT)"
 	else
@@ -527,6 +549,8 @@ rocketmq_up() {
 		fail namesrv "not listening on 127.0.0.1:$NAMESRV_PORT within ${HEALTH_TIMEOUT}s" "$NAMESRV_LOG"
 	fi
 
+	wait_until "$HEALTH_TIMEOUT" broker_listening_or_gone ||
+		fail broker "running but not listening on 127.0.0.1:$BROKER_PORT within ${HEALTH_TIMEOUT}s" "$BROKER_LOG"
 	if broker_running; then
 		say broker "running (127.0.0.1:$BROKER_PORT)"
 	else
