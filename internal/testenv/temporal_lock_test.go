@@ -2,11 +2,20 @@ package testenv
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 	"time"
 )
 
 func TestExclusiveTemporalWaitsForHolders(t *testing.T) {
+	// Private lock files: the machine-wide ones are held by every other test
+	// process that uses Temporal meanwhile (go test runs packages in
+	// parallel), which would make the restart below wait for them.
+	dir := t.TempDir()
+	gate, use := temporalGatePath, temporalUsePath
+	temporalGatePath, temporalUsePath = filepath.Join(dir, "gate"), filepath.Join(dir, "use")
+	t.Cleanup(func() { temporalGatePath, temporalUsePath = gate, use })
+
 	t.Run("holder", func(t *testing.T) {
 		holdTemporal(t)
 		holdTemporal(t) // a second hold in the same process shares the lock
