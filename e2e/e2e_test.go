@@ -90,10 +90,10 @@ func TestExactlyOnceUnderChaos(t *testing.T) {
 		"ORDERFLOW_WORKFLOW_GRACE_PERIOD=10s",
 		"ORDERFLOW_WORKFLOW_IDLE_TIMEOUT=30s",
 		// Messages handed back to the broker come back within 10s.
-		"BRIDGE_MAX_RETRY_DELAY_LEVEL=3",
+		"ORDERFLOW_BRIDGE_MAX_RETRY_DELAY_LEVEL=3",
 	}
 	worker := newProc(t, "worker", workerBin, "ORDERFLOW_WORKER_METRICS_ADDR", env)
-	bridge := newProc(t, "bridge", starterBin, "BRIDGE_METRICS_ADDR", env)
+	bridge := newProc(t, "bridge", starterBin, "ORDERFLOW_BRIDGE_METRICS_ADDR", env)
 	t.Cleanup(func() {
 		bridge.stop()
 		worker.stop()

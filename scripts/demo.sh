@@ -33,7 +33,7 @@ BRIDGE_PID=$DEMO/bridge.pid
 WORKER_LOG=$LOGS/worker.log
 BRIDGE_LOG=$LOGS/bridge.log
 WORKER_METRICS=${ORDERFLOW_WORKER_METRICS_ADDR:-127.0.0.1:9090}
-BRIDGE_METRICS=${BRIDGE_METRICS_ADDR:-127.0.0.1:9091}
+BRIDGE_METRICS=${ORDERFLOW_BRIDGE_METRICS_ADDR:-127.0.0.1:9091}
 
 say() { printf 'demo: %s\n' "$*"; }
 fail() {
@@ -130,7 +130,7 @@ demo() {
 	stop_all
 	ORDERFLOW_WORKER_METRICS_ADDR=$WORKER_METRICS \
 		start_one worker "$WORKER_PID" "$WORKER_LOG" "http://$WORKER_METRICS/readyz" "$BIN/worker"
-	BRIDGE_METRICS_ADDR=$BRIDGE_METRICS \
+	ORDERFLOW_BRIDGE_METRICS_ADDR=$BRIDGE_METRICS \
 		start_one bridge "$BRIDGE_PID" "$BRIDGE_LOG" "http://$BRIDGE_METRICS/readyz" "$BIN/starter"
 
 	local prefix expected example why rc=0

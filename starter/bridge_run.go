@@ -60,14 +60,14 @@ type bridgeSetting struct {
 }
 
 var bridgeSettings = []bridgeSetting{
-	{"BRIDGE_METRICS_ADDR", "metrics-addr", ":9091", "listen address of /metrics, /healthz and /readyz"},
-	{"BRIDGE_PPROF_ADDR", "pprof-addr", "", "listen address of /debug/pprof/ (empty: off)"},
-	{"BRIDGE_CONCURRENCY", "concurrency", "16", "messages handled at once"},
-	{"BRIDGE_BATCH_SIZE", "batch-size", "1", "messages per consumer callback (a failure redelivers the whole batch)"},
-	{"BRIDGE_GRACE_PERIOD", "grace-period", "30s", "on SIGTERM, how long to wait for in-flight messages"},
-	{"BRIDGE_RETRY_FOR", "retry-for", "15s", "how long one message is retried in-process before it is handed back to the broker"},
-	{"BRIDGE_ATTEMPT_TIMEOUT", "attempt-timeout", "10s", "bound of one attempt to deliver an event to Temporal or park a message in PostgreSQL"},
-	{"BRIDGE_MAX_RETRY_DELAY_LEVEL", "max-retry-delay-level", "5", "cap of the broker's redelivery delay level (3=10s, 4=30s, 5=1m, 6=2m ...)"},
+	{"ORDERFLOW_BRIDGE_METRICS_ADDR", "metrics-addr", ":9091", "listen address of /metrics, /healthz and /readyz"},
+	{"ORDERFLOW_BRIDGE_PPROF_ADDR", "pprof-addr", "", "listen address of /debug/pprof/ (empty: off)"},
+	{"ORDERFLOW_BRIDGE_CONCURRENCY", "concurrency", "16", "messages handled at once"},
+	{"ORDERFLOW_BRIDGE_BATCH_SIZE", "batch-size", "1", "messages per consumer callback (a failure redelivers the whole batch)"},
+	{"ORDERFLOW_BRIDGE_GRACE_PERIOD", "grace-period", "30s", "on SIGTERM, how long to wait for in-flight messages"},
+	{"ORDERFLOW_BRIDGE_RETRY_FOR", "retry-for", "15s", "how long one message is retried in-process before it is handed back to the broker"},
+	{"ORDERFLOW_BRIDGE_ATTEMPT_TIMEOUT", "attempt-timeout", "10s", "bound of one attempt to deliver an event to Temporal or park a message in PostgreSQL"},
+	{"ORDERFLOW_BRIDGE_MAX_RETRY_DELAY_LEVEL", "max-retry-delay-level", "5", "cap of the broker's redelivery delay level (3=10s, 4=30s, 5=1m, 6=2m ...)"},
 	{"ORDERFLOW_WORKFLOW_GRACE_PERIOD", "workflow-grace-period", workflows.DefaultGracePeriod.String(), "how long a finished order's workflow waits for late events"},
 	{"ORDERFLOW_WORKFLOW_IDLE_TIMEOUT", "workflow-idle-timeout", workflows.DefaultIdleTimeout.String(), "how long an open order's workflow waits without events before it completes"},
 	{"ORDERFLOW_WORKFLOW_MAX_EVENTS", "workflow-max-events", "0", "continue-as-new after this many events in one run (0: when Temporal suggests)"},

@@ -33,7 +33,7 @@ func TestParseBridgeConfigDefaults(t *testing.T) {
 
 func TestParseBridgeConfigEnvThenFlags(t *testing.T) {
 	t.Setenv("ORDERFLOW_TOPIC", "FROM_ENV")
-	e := envOf(map[string]string{"BRIDGE_CONCURRENCY": "3", "BRIDGE_GRACE_PERIOD": "7s", "BRIDGE_METRICS_ADDR": "127.0.0.1:0"})
+	e := envOf(map[string]string{"ORDERFLOW_BRIDGE_CONCURRENCY": "3", "ORDERFLOW_BRIDGE_GRACE_PERIOD": "7s", "ORDERFLOW_BRIDGE_METRICS_ADDR": "127.0.0.1:0"})
 	cfg, err := parseBridgeConfig([]string{"-concurrency", "5", "-consumer-group", "g2"}, e, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +51,7 @@ func TestParseBridgeConfigErrors(t *testing.T) {
 		want []string
 	}{
 		{[]string{"-concurrency", "0"}, nil, []string{`-concurrency: "0" is not an integer >= 1`}},
-		{nil, map[string]string{"BRIDGE_BATCH_SIZE": "many"}, []string{`-batch-size: "many"`}},
+		{nil, map[string]string{"ORDERFLOW_BRIDGE_BATCH_SIZE": "many"}, []string{`-batch-size: "many"`}},
 		{[]string{"-grace-period", "soon", "-retry-for", "-1s"}, nil, []string{`-grace-period: "soon" is not a positive duration`, `-retry-for: "-1s"`}},
 		{[]string{"-max-retry-delay-level", "19"}, nil, []string{"above the broker's 18 levels"}},
 		{[]string{"-topic", ""}, nil, []string{"-topic must not be empty"}},

@@ -66,10 +66,10 @@ func (e *env) startBridgeProc(t *testing.T, bin string) *bridgeProc {
 		"ROCKETMQ_NAMESRV="+e.namesrv,
 		"ORDERFLOW_TOPIC="+e.topic,
 		"ORDERFLOW_CONSUMER_GROUP="+e.group,
-		"BRIDGE_METRICS_ADDR=127.0.0.1:0",
-		"BRIDGE_CONCURRENCY=8",
-		"BRIDGE_GRACE_PERIOD=20s",
-		"BRIDGE_MAX_RETRY_DELAY_LEVEL=1",
+		"ORDERFLOW_BRIDGE_METRICS_ADDR=127.0.0.1:0",
+		"ORDERFLOW_BRIDGE_CONCURRENCY=8",
+		"ORDERFLOW_BRIDGE_GRACE_PERIOD=20s",
+		"ORDERFLOW_BRIDGE_MAX_RETRY_DELAY_LEVEL=1",
 		"ORDERFLOW_WORKFLOW_GRACE_PERIOD=2s",
 		"ORDERFLOW_WORKFLOW_IDLE_TIMEOUT=1m",
 		"ORDERFLOW_LOG_LEVEL=info",
@@ -230,13 +230,13 @@ func TestBridgeBinaryStartupFailures(t *testing.T) {
 	}{
 		{"missing topic", []string{"DATABASE_URL=" + dsn, "ORDERFLOW_TOPIC=" + missing}, missing},
 		{"database unreachable", []string{"DATABASE_URL=postgres://orderflow:orderflow@127.0.0.1:1/orderflow?sslmode=disable&connect_timeout=2"}, "127.0.0.1"},
-		{"bad flag value", []string{"BRIDGE_CONCURRENCY=lots"}, `-concurrency: "lots"`},
+		{"bad flag value", []string{"ORDERFLOW_BRIDGE_CONCURRENCY=lots"}, `-concurrency: "lots"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, bin)
-			cmd.Env = append(os.Environ(), "ROCKETMQ_NAMESRV="+namesrv, "BRIDGE_METRICS_ADDR=127.0.0.1:0",
+			cmd.Env = append(os.Environ(), "ROCKETMQ_NAMESRV="+namesrv, "ORDERFLOW_BRIDGE_METRICS_ADDR=127.0.0.1:0",
 				"ORDERFLOW_CONSUMER_GROUP="+testenv.UniqueName("g"), "ORDERFLOW_TOPIC="+missing)
 			cmd.Env = append(cmd.Env, c.env...)
 			out, err := cmd.CombinedOutput()

@@ -163,12 +163,17 @@ func (c *Consumer) InFlight() int {
 // the consumer was stopping.
 func (c *Consumer) Rejected() int64 { return c.rejected.Load() }
 
-// queueLag is the backlog of one queue as last observed.
+// queueLag is the backlog of one queue as last observed: the highest
+// message offset received and the highest max offset the broker reported.
 type queueLag struct {
-	topic string
-	lag   int64
-	at    time.Time
+	topic     string
+	offset    int64
+	maxOffset int64
+	at        time.Time
 }
+
+// lag is how many messages the broker holds behind the newest one received.
+func (l queueLag) lag() int64 { return max(0, l.maxOffset-l.offset-1) }
 
 // lagExpiry drops a queue's figure when no message of it was seen for this
 // long (the queue was rebalanced away, or it is idle and caught up).
@@ -189,7 +194,16 @@ func (c *Consumer) observeLag(msgs []*primitive.MessageExt) {
 		if err != nil {
 			continue
 		}
-		c.lags[*m.Queue] = queueLag{topic: m.Queue.Topic, lag: max(0, maxOffset-m.QueueOffset-1), at: now}
+		// Callbacks of one queue run concurrently and finish in any order:
+		// keep the newest offsets seen, never an older observation.
+		l, ok := c.lags[*m.Queue]
+		if !ok {
+			l = queueLag{topic: m.Queue.Topic, offset: -1}
+		}
+		l.offset = max(l.offset, m.QueueOffset)
+		l.maxOffset = max(l.maxOffset, maxOffset)
+		l.at = now
+		c.lags[*m.Queue] = l
 	}
 }
 
@@ -208,7 +222,7 @@ func (c *Consumer) Lag() map[string]int64 {
 			delete(c.lags, q)
 			continue
 		}
-		out[l.topic] += l.lag
+		out[l.topic] += l.lag()
 	}
 	return out
 }

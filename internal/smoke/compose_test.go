@@ -221,8 +221,8 @@ func composeProblems(root string, p *types.Project) []string {
 	if got := env(p, "worker")["ORDERFLOW_WORKER_METRICS_ADDR"]; portOf(got) != portWorker {
 		bad("service worker: ORDERFLOW_WORKER_METRICS_ADDR = %q, want port %s", got, portWorker)
 	}
-	if got := env(p, "starter")["BRIDGE_METRICS_ADDR"]; portOf(got) != portBridge {
-		bad("service starter: BRIDGE_METRICS_ADDR = %q, want port %s", got, portBridge)
+	if got := env(p, "starter")["ORDERFLOW_BRIDGE_METRICS_ADDR"]; portOf(got) != portBridge {
+		bad("service starter: ORDERFLOW_BRIDGE_METRICS_ADDR = %q, want port %s", got, portBridge)
 	}
 
 	// The Dockerfile builds both binaries the services run.
