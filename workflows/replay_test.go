@@ -31,7 +31,10 @@ import (
 //	ORDERFLOW_RECORD_HISTORIES=1 go test ./workflows -run TestRecordHistories -count=1
 //
 // which runs every scenario on the real Temporal server and PostgreSQL and
-// overwrites the files.
+// overwrites the files. Histories of earlier workflow versions are kept
+// under a version prefix and replay too: testdata/v0-* (regular activities,
+// before workflow.GetVersion("local-db-activities")), testdata/v1-* (version
+// 1: local activities, one status upsert per event).
 const recordEnv = "ORDERFLOW_RECORD_HISTORIES"
 
 // replayScenarios are the scenarios that must have at least one recorded
