@@ -15,10 +15,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/apache/rocketmq-client-go/v2/admin"
-	"github.com/apache/rocketmq-client-go/v2/primitive"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 
+	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/migrations"
 )
 
@@ -98,47 +97,14 @@ func newDatabase(ctx context.Context, adminURL string) (*database, error) {
 // createTopic creates a topic with the given number of queues on the broker
 // and waits until the name server routes every queue.
 func createTopic(ctx context.Context, namesrv []string, broker, name string, queues int) error {
-	deadline := time.Now().Add(30 * time.Second)
-	created := false
-	var lastErr error
-	for time.Now().Before(deadline) {
-		err := func() error {
-			a, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver(namesrv)))
-			if err != nil {
-				return fmt.Errorf("RocketMQ admin client: %w", err)
-			}
-			defer a.Close()
-			actx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			defer cancel()
-			if !created {
-				if err := a.CreateTopic(actx, admin.WithTopicCreate(name), admin.WithBrokerAddrCreate(broker),
-					admin.WithReadQueueNums(queues), admin.WithWriteQueueNums(queues)); err != nil {
-					return fmt.Errorf("create topic %s on %s: %w", name, broker, err)
-				}
-				created = true
-			}
-			mqs, err := a.FetchPublishMessageQueues(actx, name)
-			if err != nil {
-				return fmt.Errorf("route of topic %s: %w", name, err)
-			}
-			if len(mqs) != queues {
-				return fmt.Errorf("topic %s routes %d of %d queues", name, len(mqs), queues)
-			}
-			return nil
-		}()
-		if err == nil {
-			return nil
-		}
-		lastErr = err
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		time.Sleep(300 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := mq.CreateTopic(ctx, namesrv, broker, name, queues); err != nil {
+		return fmt.Errorf("%w; %s", err, makeUp)
 	}
-	return fmt.Errorf("topic %s not routable within 30s (%w); %s", name, lastErr, makeUp)
+	return nil
 }
 
-// dialCheck fails with the make-up hint when addr does not accept TCP.
 func dialCheck(what, addr string) error {
 	conn, err := net.DialTimeout("tcp", addr, 3*time.Second)
 	if err != nil {

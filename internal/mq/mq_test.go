@@ -374,3 +374,20 @@ func TestLag(t *testing.T) {
 		t.Errorf("lag after all messages were handled = %d, want 0", lag)
 	}
 }
+
+func TestCreateTopicRefusesNoQueues(t *testing.T) {
+	err := mq.CreateTopic(context.Background(), []string{"127.0.0.1:9876"}, "127.0.0.1:10911", "no-queues", 0)
+	if err == nil || !strings.Contains(err.Error(), "queues must be at least 1") {
+		t.Fatalf("CreateTopic with 0 queues: %v, want a clear refusal", err)
+	}
+}
+
+func TestCreateTopicGivesUpWhenTheBrokerIsUnreachable(t *testing.T) {
+	testenv.QuietRocketMQ()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	err := mq.CreateTopic(ctx, []string{"127.0.0.1:1"}, "127.0.0.1:1", testenv.UniqueName("unreachable"), 4)
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("CreateTopic against a closed port: %v, want a deadline error", err)
+	}
+}

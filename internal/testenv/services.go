@@ -14,13 +14,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/rocketmq-client-go/v2/admin"
-	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/rlog"
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 
 	"github.com/orderflow/orderflow/config"
+	"github.com/orderflow/orderflow/internal/mq"
 )
 
 // runMakeUp is the hint every service failure ends with.
@@ -146,52 +145,11 @@ func CreateTopic(t testing.TB, name string, queues int) {
 	}
 	namesrv := RocketMQNamesrv(t)
 	broker := RocketMQBroker(t)
-	if err := createTopic(NamesrvList(namesrv), broker, name, queues); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), serviceWait)
+	defer cancel()
+	if err := mq.CreateTopic(ctx, NamesrvList(namesrv), broker, name, queues); err != nil {
 		t.Fatalf("testenv: %v; %s", err, runMakeUp)
 	}
-}
-
-func createTopic(namesrv []string, broker, name string, queues int) error {
-	deadline := time.Now().Add(serviceWait)
-	var lastErr error
-	created := false
-	for time.Now().Before(deadline) {
-		// A fresh admin per attempt: the client caches topic routes.
-		err := func() error {
-			a, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver(namesrv)))
-			if err != nil {
-				return fmt.Errorf("RocketMQ admin client: %w", err)
-			}
-			defer a.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			if !created {
-				if err := a.CreateTopic(ctx,
-					admin.WithTopicCreate(name),
-					admin.WithBrokerAddrCreate(broker),
-					admin.WithReadQueueNums(queues),
-					admin.WithWriteQueueNums(queues),
-				); err != nil {
-					return fmt.Errorf("create topic %s on broker %s: %w", name, broker, err)
-				}
-				created = true
-			}
-			mqs, err := a.FetchPublishMessageQueues(ctx, name)
-			if err != nil {
-				return fmt.Errorf("route of topic %s: %w", name, err)
-			}
-			if len(mqs) != queues {
-				return fmt.Errorf("topic %s routes %d of %d queues", name, len(mqs), queues)
-			}
-			return nil
-		}()
-		if err == nil {
-			return nil
-		}
-		lastErr = err
-		time.Sleep(300 * time.Millisecond)
-	}
-	return fmt.Errorf("topic %s not routable within %s: %w", name, serviceWait, lastErr)
 }
 
 func dialCheck(addr string) error {
