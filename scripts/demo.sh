@@ -41,36 +41,11 @@ fail() {
 	exit 1
 }
 
-# pid_alive PIDFILE BINARY: the pid in PIDFILE runs BINARY.
-pid_alive() {
-	local pid
-	[ -f "$1" ] || return 1
-	pid=$(cat "$1" 2>/dev/null) || return 1
-	[ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] || return 1
-	tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$2"
-}
-
-# stop_one NAME PIDFILE BINARY: SIGTERM, wait up to 60 s, then SIGKILL.
-stop_one() {
-	local pid i
-	if ! pid_alive "$2" "$3"; then
-		rm -f "$2"
-		return 0
-	fi
-	pid=$(cat "$2")
-	kill -TERM "$pid" 2>/dev/null || true
-	for i in $(seq 1 600); do
-		[ -d "/proc/$pid" ] || break
-		sleep 0.1
-	done
-	if [ -d "/proc/$pid" ]; then kill -KILL "$pid" 2>/dev/null || true; fi
-	rm -f "$2"
-	say "$1 stopped"
-}
+. "$ROOT/scripts/proc.sh"
 
 stop_all() {
-	stop_one bridge "$BRIDGE_PID" "$BIN/starter"
-	stop_one worker "$WORKER_PID" "$BIN/worker"
+	stop_pid bridge "$BRIDGE_PID" "$BIN/starter" 60
+	stop_pid worker "$WORKER_PID" "$BIN/worker" 60
 }
 
 status() {

@@ -83,34 +83,7 @@ require_free_port() {
 	fi
 }
 
-# pid_alive PIDFILE PATTERN: the pid in PIDFILE runs and its command line
-# contains PATTERN.
-pid_alive() {
-	local pid
-	[ -f "$1" ] || return 1
-	pid=$(cat "$1" 2>/dev/null) || return 1
-	[ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] || return 1
-	tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "$2"
-}
-
-# stop_pid SERVICE PIDFILE PATTERN: SIGTERM, wait up to 30 s, then SIGKILL.
-stop_pid() {
-	local pid i
-	if ! pid_alive "$2" "$3"; then
-		rm -f "$2"
-		say "$1" "stopped"
-		return 0
-	fi
-	pid=$(cat "$2")
-	kill -TERM "$pid" 2>/dev/null || true
-	for i in $(seq 1 300); do
-		[ -d "/proc/$pid" ] || break
-		sleep 0.1
-	done
-	if [ -d "/proc/$pid" ]; then kill -KILL "$pid" 2>/dev/null || true; fi
-	rm -f "$2"
-	say "$1" "stopped"
-}
+. "$ROOT/scripts/proc.sh"
 
 # external SERVICE WHAT: the service's port is held by a working instance
 # that this clone did not start (typically another clone's stack); use it.
