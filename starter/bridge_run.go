@@ -15,9 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
-	"gorm.io/driver/postgres"
-	"gorm.io/gorm"
-	gormlogger "gorm.io/gorm/logger"
 
 	"github.com/orderflow/orderflow/activities"
 	"github.com/orderflow/orderflow/config"
@@ -25,7 +22,6 @@ import (
 	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/internal/obs"
 	"github.com/orderflow/orderflow/internal/profiling"
-	"github.com/orderflow/orderflow/migrations"
 	"github.com/orderflow/orderflow/workflows"
 )
 
@@ -277,19 +273,15 @@ func serveBridge(ctx context.Context, stopSignals func(), cfg bridgeConfig, log 
 	}
 	defer stopPprof()
 
-	db, err := gorm.Open(postgres.Open(cfg.DatabaseURL), &gorm.Config{Logger: gormlogger.Discard})
+	db, err := activities.OpenDB(ctx, cfg.DatabaseURL, cfg.Concurrency+2)
 	if err != nil {
-		return fmt.Errorf("open database: %w", err)
+		return err
 	}
 	sqlDB, err := db.DB()
 	if err != nil {
 		return fmt.Errorf("open database: %w", err)
 	}
 	defer sqlDB.Close()
-	sqlDB.SetMaxOpenConns(cfg.Concurrency + 2)
-	if err := migrations.Up(ctx, sqlDB); err != nil {
-		return err
-	}
 
 	// A lazy client connects on first use, so the bridge starts (and keeps
 	// its messages unacked) while Temporal is unreachable.

@@ -12,15 +12,11 @@ import (
 
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
-	"gorm.io/driver/postgres"
-	"gorm.io/gorm"
-	gormlogger "gorm.io/gorm/logger"
 
 	"github.com/orderflow/orderflow/activities"
 	"github.com/orderflow/orderflow/config"
 	"github.com/orderflow/orderflow/internal/obs"
 	"github.com/orderflow/orderflow/internal/profiling"
-	"github.com/orderflow/orderflow/migrations"
 	"github.com/orderflow/orderflow/workflows"
 )
 
@@ -122,20 +118,15 @@ func serve(ctx context.Context, stop context.CancelFunc, cfg config.Config, o op
 	logger.Info("worker starting", "temporal", cfg.TemporalAddress, "namespace", cfg.TemporalNamespace,
 		"task_queue", cfg.TaskQueue, "metrics_addr", o.MetricsAddr)
 
-	db, err := gorm.Open(postgres.Open(cfg.DatabaseURL), &gorm.Config{Logger: gormlogger.Discard})
+	db, err := activities.OpenDB(ctx, cfg.DatabaseURL, o.DBMaxOpenConns)
 	if err != nil {
-		return fmt.Errorf("open database: %w", err)
+		return err
 	}
 	sqlDB, err := db.DB()
 	if err != nil {
 		return fmt.Errorf("open database: %w", err)
 	}
 	defer sqlDB.Close()
-	sqlDB.SetMaxOpenConns(o.DBMaxOpenConns)
-	sqlDB.SetMaxIdleConns(o.DBMaxOpenConns)
-	if err := migrations.Up(ctx, sqlDB); err != nil {
-		return fmt.Errorf("migrate database: %w", err)
-	}
 	logger.Info("database migrated")
 
 	m, err := obs.NewMetrics()
