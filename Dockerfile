@@ -6,6 +6,8 @@ FROM golang:1.26-bookworm AS build
 WORKDIR /src
 # Dependencies first, so that code changes reuse the module cache layer.
 COPY go.mod go.sum ./
+# The patched RocketMQ client that go.mod's replace directive names.
+COPY third_party/ third_party/
 RUN go mod download
 COPY . .
 RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/worker ./worker && \

@@ -78,3 +78,7 @@ require (
 	gopkg.in/natefinch/lumberjack.v2 v2.0.0 // indirect
 	stathat.com/c/consistent v1.0.0 // indirect
 )
+
+// v2.1.2 with two fixes (a refused send-back keeps the message; bounded
+// inflation of compressed bodies): see third_party/rocketmq-client-go/ORDERFLOW.md.
+replace github.com/apache/rocketmq-client-go/v2 => ./third_party/rocketmq-client-go
