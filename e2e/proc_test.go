@@ -84,7 +84,7 @@ func (p *proc) start(ctx context.Context) error {
 		return fmt.Errorf("start %s: %w", p.name, err)
 	}
 	done := make(chan struct{})
-	p.cmd, p.port, p.done, p.killed = cmd, port, done, false
+	p.cmd, p.port, p.done, p.killed, p.stopping = cmd, port, done, false, false
 	p.starts++
 	p.mu.Unlock()
 

@@ -598,6 +598,13 @@ svc_do() {
 main() {
 	local cmd=${1:-} svc rc=0 i
 	shift || true
+	if [ "$cmd" = mqadmin ]; then
+		# The RocketMQ admin tool of the local stack, for operators and for
+		# the fault tests (for example: mqadmin updateBrokerConfig -b
+		# 127.0.0.1:10911 -k brokerPermission -v 4 makes the broker read-only).
+		mqadmin "$@"
+		return
+	fi
 	local svcs=("$@")
 	if [ "${#svcs[@]}" -eq 0 ]; then svcs=("${SERVICES_ALL[@]}"); fi
 	for svc in "${svcs[@]}"; do
@@ -627,7 +634,7 @@ main() {
 		return "$rc"
 		;;
 	*)
-		echo "usage: $0 up|down|status [${SERVICES_ALL[*]}] | deps" >&2
+		echo "usage: $0 up|down|status [${SERVICES_ALL[*]}] | deps | mqadmin ARGS..." >&2
 		exit 2
 		;;
 	esac

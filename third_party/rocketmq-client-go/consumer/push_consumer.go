@@ -919,8 +919,26 @@ func (pc *pushConsumer) sendMessageBack(brokerName string, msg *primitive.Messag
 	} else {
 		brokerAddr = msg.StoreHost
 	}
-	_, err := pc.client.InvokeSync(context.Background(), brokerAddr, pc.buildSendBackRequest(msg, delayLevel), 3*time.Second)
+	res, err := pc.client.InvokeSync(context.Background(), brokerAddr, pc.buildSendBackRequest(msg, delayLevel), 3*time.Second)
 	if err != nil {
+		return false
+	}
+	// orderflow patch: the broker may answer a send-back with an error (a
+	// read-only broker, system busy, disk full). Only a success moves the
+	// message to the retry topic; otherwise the caller keeps the message and
+	// consumes it again, instead of advancing the offset past a message that
+	// is stored nowhere else (apache/rocketmq-client-go#1106).
+	if res == nil || res.Code != internal.ResSuccess {
+		code, remark := int16(-1), ""
+		if res != nil {
+			code, remark = res.Code, res.Remark
+		}
+		rlog.Warning("the broker refused to take a message back; it stays with the consumer", map[string]interface{}{
+			rlog.LogKeyConsumerGroup: pc.consumerGroup,
+			rlog.LogKeyMessageId:     msg.MsgId,
+			"code":                   code,
+			"remark":                 remark,
+		})
 		return false
 	}
 	return true
