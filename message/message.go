@@ -103,6 +103,12 @@ func Sanitize(s string, n int) string {
 	return s
 }
 
+// OversizeCompressed is the rejection of a compressed body that would
+// inflate past MaxBodySize; the consumer refused to inflate it.
+func OversizeCompressed() *Rejection {
+	return reject(KindOversize, "", fmt.Sprintf("compressed body inflates past %d bytes", MaxBodySize), nil)
+}
+
 // Decode checks the size of body, decodes it as an event and validates it
 // against the contract. Every error it returns is a *Rejection.
 func Decode(body []byte) (fsm.Event, error) {

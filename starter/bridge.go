@@ -11,6 +11,7 @@ import (
 
 	"github.com/orderflow/orderflow/activities"
 	"github.com/orderflow/orderflow/fsm"
+	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/message"
 )
 
@@ -71,7 +72,13 @@ func (h *handler) handle(ctx context.Context, m *primitive.MessageExt) error {
 func (h *handler) process(ctx context.Context, m *primitive.MessageExt) (string, error) {
 	log := h.log.With("msg_id", m.MsgId, "topic", m.Topic, "keys", m.GetKeys(), "tag", m.GetTags(),
 		"reconsume_times", m.ReconsumeTimes)
-	e, err := message.Decode(m.Body)
+	var e fsm.Event
+	var err error
+	if mq.InflateRefused(m) {
+		err = message.OversizeCompressed()
+	} else {
+		e, err = message.Decode(m.Body)
+	}
 	if err != nil {
 		var rej *message.Rejection
 		if !errors.As(err, &rej) {

@@ -22,6 +22,7 @@ import (
 	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/internal/obs"
 	"github.com/orderflow/orderflow/internal/profiling"
+	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/workflows"
 )
 
@@ -178,6 +179,7 @@ func newBridge(cfg bridgeConfig, d bridgeDeps) (*Bridge, error) {
 		Goroutines:         cfg.Concurrency,
 		BatchSize:          cfg.BatchSize,
 		MaxRetryDelayLevel: cfg.MaxRetryDelayLevel,
+		MaxInflatedBody:    message.MaxBodySize,
 	}, h.handle)
 	if err != nil {
 		return nil, err

@@ -52,6 +52,19 @@ type ConsumerConfig struct {
 	MaxRetryDelayLevel int
 	// Instance is the client instance name; empty for a unique one.
 	Instance string
+	// MaxInflatedBody bounds how many bytes a compressed message body may
+	// inflate to (0: no bound). A body that would inflate further reaches
+	// the handler still compressed, and InflateRefused reports it. The
+	// bound is process-wide: the client decodes messages in shared code.
+	MaxInflatedBody int64
+}
+
+// InflateRefused reports whether m is a compressed message whose body the
+// client did not inflate because it would exceed
+// ConsumerConfig.MaxInflatedBody; m.Body is then the compressed body as
+// stored.
+func InflateRefused(m *primitive.MessageExt) bool {
+	return m.SysFlag&primitive.FlagCompressed != 0 && m.GetProperty(primitive.PropertyInflateLimitExceeded) != ""
 }
 
 // Consumer is a RocketMQ push consumer that knows which of its callbacks are
@@ -106,6 +119,9 @@ func NewConsumer(cfg ConsumerConfig, h Handler) (*Consumer, error) {
 	}
 	if cfg.Instance == "" {
 		cfg.Instance = instanceName("consumer")
+	}
+	if cfg.MaxInflatedBody > 0 {
+		primitive.SetInflateLimit(cfg.MaxInflatedBody)
 	}
 	quietDefault()
 	pc, err := rocketmq.NewPushConsumer(

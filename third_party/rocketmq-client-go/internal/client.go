@@ -361,13 +361,17 @@ func GetOrNewRocketMQClient(option ClientOptions, callbackCh chan interface{}) R
 			msgExt.BornHost = header.bornHost
 			msgExt.StoreHost = header.storeHost
 
-			body := req.Body
+			body, inflated := req.Body, true
 			if (header.sysFlag & primitive.FlagCompressed) == primitive.FlagCompressed {
-				body = utils.UnCompress(req.Body)
+				// orderflow patch: the same bound as primitive.DecodeMessage.
+				body, inflated = utils.UnCompressLimit(req.Body, primitive.InflateLimit())
 			}
 			msgExt.Body = body
 			msgExt.Flag = header.flag
 			msgExt.UnmarshalProperties([]byte(header.properties))
+			if !inflated {
+				msgExt.WithProperty(primitive.PropertyInflateLimitExceeded, strconv.FormatInt(primitive.InflateLimit(), 10))
+			}
 			msgExt.WithProperty(primitive.PropertyReplyMessageArriveTime, strconv.FormatInt(receiveTime, 10))
 			msgExt.BornTimestamp = header.bornTimestamp
 			msgExt.ReconsumeTimes = header.reconsumeTimes

@@ -26,6 +26,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/rocketmq-client-go/v2/internal/utils"
@@ -275,6 +276,28 @@ func (msgExt *MessageExt) String() string {
 		msgExt.PreparedTransactionOffset)
 }
 
+// PropertyInflateLimitExceeded marks a message whose compressed body would
+// inflate past the limit set with SetInflateLimit: its Body is still the
+// compressed bytes as received, and the property's value is the limit.
+// (orderflow patch)
+const PropertyInflateLimitExceeded = "ORDERFLOW_INFLATE_LIMIT_EXCEEDED"
+
+var inflateLimit int64
+
+// SetInflateLimit bounds how many bytes a compressed message body may
+// inflate to when the client decodes it; 0 (the default) means no bound.
+// A body that would inflate past the bound is left compressed and marked
+// with PropertyInflateLimitExceeded. (orderflow patch)
+func SetInflateLimit(n int64) {
+	if n < 0 {
+		n = 0
+	}
+	atomic.StoreInt64(&inflateLimit, n)
+}
+
+// InflateLimit returns the bound set with SetInflateLimit. (orderflow patch)
+func InflateLimit() int64 { return atomic.LoadInt64(&inflateLimit) }
+
 func DecodeMessage(data []byte) []*MessageExt {
 	msgs := make([]*MessageExt, 0)
 	buf := bytes.NewBuffer(data)
@@ -364,11 +387,16 @@ func DecodeMessage(data []byte) []*MessageExt {
 		count += 8
 
 		// 15. body
-		var length int32
+		var (
+			length         int32
+			inflateRefused bool
+		)
 		binary.Read(buf, binary.BigEndian, &length)
 		msg.Body = buf.Next(int(length))
 		if (msg.SysFlag & FlagCompressed) == FlagCompressed {
-			msg.Body = utils.UnCompress(msg.Body)
+			inflated, ok := utils.UnCompressLimit(msg.Body, InflateLimit())
+			msg.Body = inflated
+			inflateRefused = !ok
 		}
 		count += 4 + int(length)
 
@@ -384,6 +412,10 @@ func DecodeMessage(data []byte) []*MessageExt {
 			msg.UnmarshalProperties(buf.Next(int(propertiesLength)))
 		}
 		count += 2 + int(propertiesLength)
+
+		if inflateRefused {
+			msg.WithProperty(PropertyInflateLimitExceeded, strconv.FormatInt(InflateLimit(), 10))
+		}
 
 		msg.OffsetMsgId = CreateMessageId(hostBytes, port, msg.CommitLogOffset)
 		//count += 16

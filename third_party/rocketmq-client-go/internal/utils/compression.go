@@ -21,6 +21,7 @@ import (
 	"bytes"
 	"compress/zlib"
 	"github.com/apache/rocketmq-client-go/v2/errors"
+	"io"
 	"io/ioutil"
 	"sync"
 )
@@ -73,14 +74,33 @@ func Compress(raw []byte, compressLevel int) ([]byte, error) {
 }
 
 func UnCompress(data []byte) []byte {
+	retData, _ := UnCompressLimit(data, 0)
+	return retData
+}
+
+// UnCompressLimit inflates data, reading at most limit bytes of output when
+// limit > 0. It returns the inflated bytes and true, or, when the output
+// would exceed limit, data unchanged and false. Data that is not valid zlib
+// is returned unchanged with true, as UnCompress always did.
+//
+// orderflow patch: UnCompress used to inflate without a bound, so a small
+// compressed message could exhaust the consumer's memory.
+func UnCompressLimit(data []byte, limit int64) ([]byte, bool) {
 	rdata := bytes.NewReader(data)
 	r, err := zlib.NewReader(rdata)
 	if err != nil {
-		return data
+		return data, true
 	}
-	retData, err := ioutil.ReadAll(r)
+	var src io.Reader = r
+	if limit > 0 {
+		src = io.LimitReader(r, limit+1)
+	}
+	retData, err := ioutil.ReadAll(src)
 	if err != nil {
-		return data
+		return data, true
 	}
-	return retData
+	if limit > 0 && int64(len(retData)) > limit {
+		return data, false
+	}
+	return retData, true
 }
