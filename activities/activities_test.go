@@ -36,6 +36,75 @@ func TestCancelAfterPayRefunds(t *testing.T) {
 	checkInvariants(t, a.DB)
 }
 
+// The refund takes the points back from the user who earned them, even when
+// the cancelling event names another user.
+func TestRefundGoesToThePurchaser(t *testing.T) {
+	a, _ := newActivities(t)
+	id := orderID("refund-purchaser")
+	const payer, canceller = 42, 77
+	deliver(t, a, withUser(event(id, 1, fsm.Created, 50_000), payer))
+	deliver(t, a, withUser(event(id, 2, fsm.Paid, 50_000), payer))
+	deliver(t, a, withUser(event(id, 3, fsm.Cancelled, 50_000), canceller))
+	if got := balances(t, a.DB, id); got[payer] != 0 || got[canceller] != 0 || len(got) != 1 {
+		t.Errorf("balances by user %v, want user %d at 0 (+500 -500) and no row for user %d", got, payer, canceller)
+	}
+	rows := ledgerUsers(t, a.DB, id)
+	if rows["purchase"] != payer || rows["refund"] != payer {
+		t.Errorf("ledger users %v, want both rows on user %d", rows, payer)
+	}
+	checkInvariants(t, a.DB)
+}
+
+// A purchase row written after the order changed hands (the worker crashed
+// between the state change and the ledger insert) still goes to the user
+// who paid: the order remembers the purchaser.
+func TestLatePurchaseRowGoesToThePayer(t *testing.T) {
+	a, _ := newActivities(t)
+	id := orderID("late-purchase")
+	const payer, later = 42, 77
+	apply := func(e fsm.Event) activities.ApplyEventResult {
+		t.Helper()
+		res, err := a.ApplyEvent(context.Background(), activities.ApplyEventInput{Event: e})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	apply(withUser(event(id, 1, fsm.Created, 30_000), payer))
+	paid := apply(withUser(event(id, 2, fsm.Paid, 30_000), payer))
+	next := apply(withUser(event(id, 3, fsm.Shipped, 30_000), later)).Decision.Next
+	if next.UserID != later || next.PurchaseUserID != payer {
+		t.Fatalf("order after SHIPPED by user %d: user %d, purchaser %d; want purchaser %d",
+			later, next.UserID, next.PurchaseUserID, payer)
+	}
+	if _, err := a.AwardPoints(context.Background(), activities.AwardPointsInput{OrderID: id, UserID: next.PointsUser(),
+		Kind: fsm.Purchase, Points: paid.Decision.PointsDelta, Version: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if got := balances(t, a.DB, id); got[payer] != 300 || len(got) != 1 {
+		t.Errorf("balances by user %v, want 300 points for user %d only", got, payer)
+	}
+	checkInvariants(t, a.DB)
+}
+
+// A refund with no purchase row to take back is a retryable error that
+// writes nothing.
+func TestRefundWithoutPurchaseRowWaits(t *testing.T) {
+	a, _ := newActivities(t)
+	id := orderID("refund-no-purchase")
+	if _, err := a.ApplyEvent(context.Background(), activities.ApplyEventInput{Event: event(id, 1, fsm.Paid, 1_000)}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := a.AwardPoints(context.Background(), activities.AwardPointsInput{OrderID: id, UserID: 42,
+		Kind: fsm.Refund, Points: -10, Version: 2})
+	if err == nil || !strings.Contains(err.Error(), "no purchase row") {
+		t.Fatalf("refund without purchase: %v, want a retryable 'no purchase row' error", err)
+	}
+	if l := ledger(t, a.DB, id); len(l) != 0 {
+		t.Errorf("ledger %v, want no row", l)
+	}
+}
+
 func TestCancelBeforePayAwardsNothing(t *testing.T) {
 	a, _ := newActivities(t)
 	id := orderID("cancel-before-pay")

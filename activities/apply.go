@@ -57,9 +57,12 @@ var readOnly = &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true
 func loadOrder(tx *gorm.DB, orderID string) (fsm.Order, bool, error) {
 	o := fsm.Order{OrderID: orderID}
 	var status string
-	err := tx.Raw(`SELECT user_id, status, version, amount_cents, content_hash, purchased, purchase_points, refunded
+	var purchaser sql.NullInt64
+	err := tx.Raw(`SELECT user_id, status, version, amount_cents, content_hash, purchased, purchase_points,
+			purchase_user_id, refunded
 		FROM orders WHERE order_id = ?`, orderID).Row().
-		Scan(&o.UserID, &status, &o.Version, &o.AmountCents, &o.ContentHash, &o.Purchased, &o.PurchasePoints, &o.Refunded)
+		Scan(&o.UserID, &status, &o.Version, &o.AmountCents, &o.ContentHash, &o.Purchased, &o.PurchasePoints,
+			&purchaser, &o.Refunded)
 	if errors.Is(err, sql.ErrNoRows) {
 		return fsm.Order{}, false, nil
 	}
@@ -67,6 +70,7 @@ func loadOrder(tx *gorm.DB, orderID string) (fsm.Order, bool, error) {
 		return fsm.Order{}, false, fmt.Errorf("load orders row %s: %w", orderID, err)
 	}
 	o.Status = fsm.Status(status)
+	o.PurchaseUserID = purchaser.Int64
 	return o, true, nil
 }
 
@@ -160,17 +164,18 @@ func readStored(db *gorm.DB, k fsm.Key) (storedRow, error) {
 	var (
 		r                               storedRow
 		userID, version, amount, points *int64
+		purchaser                       sql.NullInt64
 		status, orderHash               *string
 		purchased, refunded             *bool
 	)
 	err := db.Raw(`SELECT o.user_id, o.status, o.version, o.amount_cents, o.content_hash,
-			o.purchased, o.purchase_points, o.refunded,
+			o.purchased, o.purchase_points, o.purchase_user_id, o.refunded,
 			ev.content_hash, ev.outcome, ev.gap, ev.points_kind, ev.points_delta, ev.reason
 		FROM (SELECT ?::text AS order_id, ?::bigint AS version) AS k
 		LEFT JOIN orders AS o ON o.order_id = k.order_id
 		LEFT JOIN order_events AS ev ON ev.order_id = k.order_id AND ev.version = k.version`,
 		k.OrderID, k.Version).Row().
-		Scan(&userID, &status, &version, &amount, &orderHash, &purchased, &points, &refunded,
+		Scan(&userID, &status, &version, &amount, &orderHash, &purchased, &points, &purchaser, &refunded,
 			&r.evHash, &r.outcome, &r.gap, &r.kind, &r.delta, &r.reason)
 	if err != nil {
 		return storedRow{}, fmt.Errorf("read order and event: %w", err)
@@ -180,7 +185,7 @@ func readStored(db *gorm.DB, k fsm.Key) (storedRow, error) {
 		r.order = fsm.Order{
 			OrderID: k.OrderID, UserID: *userID, Status: fsm.Status(*status), Version: *version,
 			AmountCents: *amount, ContentHash: *orderHash,
-			Purchased: *purchased, PurchasePoints: *points, Refunded: *refunded,
+			Purchased: *purchased, PurchasePoints: *points, PurchaseUserID: purchaser.Int64, Refunded: *refunded,
 		}
 	}
 	return r, nil
@@ -196,13 +201,13 @@ const insertEventSQL = `INSERT INTO order_events (order_id, version, event_id, u
 // one row, or none when the guard refused.
 const applySQL = `WITH up AS (
 	INSERT INTO orders (order_id, user_id, status, version, amount_cents, content_hash,
-		purchased, purchase_points, refunded)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+		purchased, purchase_points, purchase_user_id, refunded)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (order_id) DO UPDATE SET
 		user_id = EXCLUDED.user_id, status = EXCLUDED.status, version = EXCLUDED.version,
 		amount_cents = EXCLUDED.amount_cents, content_hash = EXCLUDED.content_hash,
 		purchased = EXCLUDED.purchased, purchase_points = EXCLUDED.purchase_points,
-		refunded = EXCLUDED.refunded, updated_at = now()
+		purchase_user_id = EXCLUDED.purchase_user_id, refunded = EXCLUDED.refunded, updated_at = now()
 	WHERE orders.version < EXCLUDED.version AND orders.version = ?
 	RETURNING 1)
 ` + insertEventSQL + `
@@ -255,7 +260,7 @@ func (a *Activities) applyOnce(db *gorm.DB, e fsm.Event, hash string) (res Apply
 	case fsm.Applied:
 		n := d.Next
 		args := append([]any{n.OrderID, n.UserID, string(n.Status), n.Version, n.AmountCents, n.ContentHash,
-			n.Purchased, n.PurchasePoints, n.Refunded, st.order.Version}, eventArgs...)
+			n.Purchased, n.PurchasePoints, nullID(n.PurchaseUserID), n.Refunded, st.order.Version}, eventArgs...)
 		w = db.Exec(applySQL, args...)
 	default:
 		w = db.Exec(insertEventSQL+` VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, eventArgs...)
@@ -296,6 +301,9 @@ func (a *Activities) conflict(db *gorm.DB, e fsm.Event, cur fsm.Order, reason st
 	}
 	return ApplyEventResult{Decision: fsm.Decision{Outcome: fsm.Conflict, Reason: reason, Next: cur}}, nil
 }
+
+// nullID is a user ID column's value: NULL for 0 (none).
+func nullID(id int64) sql.NullInt64 { return sql.NullInt64{Int64: id, Valid: id > 0} }
 
 func short(hash string) string {
 	if len(hash) > 12 {

@@ -71,6 +71,46 @@ func event(orderID string, version int64, status fsm.Status, amount int64) fsm.E
 	}
 }
 
+func withUser(e fsm.Event, user int64) fsm.Event {
+	e.UserID = user
+	return e
+}
+
+// balances sums an order's points_ledger rows by user.
+func balances(t testing.TB, db *gorm.DB, id string) map[int64]int64 {
+	t.Helper()
+	var rows []struct {
+		UserID int64
+		Sum    int64
+	}
+	if err := db.Raw(`SELECT user_id, sum(points) AS sum FROM points_ledger WHERE order_id = ? GROUP BY user_id`, id).
+		Scan(&rows).Error; err != nil {
+		t.Fatal(err)
+	}
+	out := map[int64]int64{}
+	for _, r := range rows {
+		out[r.UserID] = r.Sum
+	}
+	return out
+}
+
+// ledgerUsers maps an order's points_ledger kinds to their user.
+func ledgerUsers(t testing.TB, db *gorm.DB, id string) map[string]int64 {
+	t.Helper()
+	var rows []struct {
+		Kind   string
+		UserID int64
+	}
+	if err := db.Raw(`SELECT kind, user_id FROM points_ledger WHERE order_id = ?`, id).Scan(&rows).Error; err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for _, r := range rows {
+		out[r.Kind] = r.UserID
+	}
+	return out
+}
+
 // deliver does what OrderWorkflow does with one event: ApplyEvent, then
 // AwardPoints when the decision moves points.
 func deliver(t testing.TB, a *activities.Activities, e fsm.Event) activities.ApplyEventResult {
@@ -228,6 +268,15 @@ func checkInvariants(t testing.TB, db *gorm.DB) {
 	}
 	for _, r := range twice {
 		t.Errorf("order %s: %d events decided a %s", r.OrderID, r.N, r.PointsKind)
+	}
+	var wrongUser []string
+	if err := db.Raw(`SELECT r.order_id FROM points_ledger r JOIN points_ledger p
+		ON p.order_id = r.order_id AND p.kind = 'purchase' AND r.kind = 'refund' WHERE r.user_id <> p.user_id`).
+		Scan(&wrongUser).Error; err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range wrongUser {
+		t.Errorf("order %s: the refund row is not on the purchaser", id)
 	}
 	var orphans int64
 	if err := db.Raw(`SELECT count(*) FROM points_ledger l LEFT JOIN orders o USING (order_id) WHERE o.order_id IS NULL`).Scan(&orphans).Error; err != nil {

@@ -2,8 +2,12 @@ package activities
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
+
+	"gorm.io/gorm"
 
 	"github.com/orderflow/orderflow/fsm"
 )
@@ -43,9 +47,19 @@ func (a *Activities) AwardPoints(ctx context.Context, in AwardPointsInput) (Awar
 		return AwardPointsResult{}, invalid(ErrTypeInvalidInput, err)
 	}
 	db := a.DB.WithContext(ctx)
-	r := db.Exec(`INSERT INTO points_ledger (order_id, user_id, kind, points, version)
-		VALUES (?, ?, ?, ?, ?) ON CONFLICT (order_id, kind) DO NOTHING`,
-		in.OrderID, in.UserID, string(in.Kind), in.Points, in.Version)
+	var r *gorm.DB
+	if in.Kind == fsm.Refund {
+		// A refund takes the points back from the user who earned them:
+		// the purchase row's user, whichever user the caller names.
+		r = db.Exec(`INSERT INTO points_ledger (order_id, user_id, kind, points, version)
+			SELECT order_id, user_id, 'refund', ?, ? FROM points_ledger WHERE order_id = ? AND kind = 'purchase'
+			ON CONFLICT (order_id, kind) DO NOTHING`,
+			in.Points, in.Version, in.OrderID)
+	} else {
+		r = db.Exec(`INSERT INTO points_ledger (order_id, user_id, kind, points, version)
+			VALUES (?, ?, ?, ?, ?) ON CONFLICT (order_id, kind) DO NOTHING`,
+			in.OrderID, in.UserID, string(in.Kind), in.Points, in.Version)
+	}
 	if r.Error != nil {
 		if pgCode(r.Error) == "23503" { // foreign_key_violation
 			return AwardPointsResult{}, invalid(ErrTypeUnknownOrder,
@@ -57,11 +71,17 @@ func (a *Activities) AwardPoints(ctx context.Context, in AwardPointsInput) (Awar
 		a.observePoints(in.Kind, in.Points)
 		return AwardPointsResult{Inserted: true}, nil
 	}
-	// Already awarded (a retry or a redelivery). The row must say the same;
-	// if it does not, keep the first one and say so.
+	// Already awarded (a retry or a redelivery), or, for a refund, no
+	// purchase row to take back yet. The row must say the same; if it does
+	// not, keep the first one and say so.
 	var points, version int64
-	if err := db.Raw(`SELECT points, version FROM points_ledger WHERE order_id = ? AND kind = ?`,
-		in.OrderID, string(in.Kind)).Row().Scan(&points, &version); err != nil {
+	err := db.Raw(`SELECT points, version FROM points_ledger WHERE order_id = ? AND kind = ?`,
+		in.OrderID, string(in.Kind)).Row().Scan(&points, &version)
+	if errors.Is(err, sql.ErrNoRows) && in.Kind == fsm.Refund {
+		// Retryable: the workflow awards the purchase before the refund.
+		return AwardPointsResult{}, fmt.Errorf("refund of %s: the order has no purchase row to take back", in.OrderID)
+	}
+	if err != nil {
 		return AwardPointsResult{}, fmt.Errorf("read %s points of %s: %w", in.Kind, in.OrderID, err)
 	}
 	if points != in.Points {

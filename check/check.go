@@ -210,6 +210,7 @@ type ledgerRow struct {
 	orderID string
 	kind    string
 	points  int64
+	user    int64
 }
 
 type deadLetterRow struct {
@@ -269,13 +270,13 @@ func load(ctx context.Context, db *sql.DB, prefix string) (*snapshot, error) {
 		return nil, fmt.Errorf("check: read order_events: %w", err)
 	}
 
-	rows, err = db.QueryContext(ctx, `SELECT order_id, kind, points FROM points_ledger WHERE starts_with(order_id, $1)`, like)
+	rows, err = db.QueryContext(ctx, `SELECT order_id, kind, points, user_id FROM points_ledger WHERE starts_with(order_id, $1)`, like)
 	if err != nil {
 		return nil, fmt.Errorf("check: read points_ledger: %w", err)
 	}
 	for rows.Next() {
 		var l ledgerRow
-		if err := rows.Scan(&l.orderID, &l.kind, &l.points); err != nil {
+		if err := rows.Scan(&l.orderID, &l.kind, &l.points, &l.user); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("check: read points_ledger: %w", err)
 		}
@@ -560,6 +561,9 @@ func checkPoints(inv *Invariant, o scenario.ExpectedOrder, rows []ledgerRow) {
 	}
 	if refund != nil && (purchase == nil || refund.points != -purchase.points) {
 		inv.fail("order %s refund row of %d points does not take back a purchase", o.OrderID, refund.points)
+	}
+	if refund != nil && purchase != nil && refund.user != purchase.user {
+		inv.fail("order %s refund row debits user %d, but user %d earned the purchase", o.OrderID, refund.user, purchase.user)
 	}
 	switch {
 	case o.Status.EarnsPurchase() && purchase == nil:

@@ -96,12 +96,19 @@ func consume(t *testing.T, db *sql.DB, msgs []scenario.Message) {
 		if d.Outcome == fsm.Applied {
 			n := d.Next
 			cur[e.OrderID] = &n
-			exec(`INSERT INTO orders (order_id, user_id, status, version, amount_cents, content_hash, purchased, purchase_points, refunded)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+			var purchaser any
+			if n.Purchased {
+				purchaser = n.PurchaseUserID
+			}
+			exec(`INSERT INTO orders (order_id, user_id, status, version, amount_cents, content_hash, purchased, purchase_points,
+					purchase_user_id, refunded)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 				ON CONFLICT (order_id) DO UPDATE SET user_id = EXCLUDED.user_id, status = EXCLUDED.status, version = EXCLUDED.version,
 					amount_cents = EXCLUDED.amount_cents, content_hash = EXCLUDED.content_hash, purchased = EXCLUDED.purchased,
-					purchase_points = EXCLUDED.purchase_points, refunded = EXCLUDED.refunded`,
-				n.OrderID, n.UserID, n.Status, n.Version, n.AmountCents, n.ContentHash, n.Purchased, n.PurchasePoints, n.Refunded)
+					purchase_points = EXCLUDED.purchase_points, purchase_user_id = EXCLUDED.purchase_user_id,
+					refunded = EXCLUDED.refunded`,
+				n.OrderID, n.UserID, n.Status, n.Version, n.AmountCents, n.ContentHash, n.Purchased, n.PurchasePoints,
+				purchaser, n.Refunded)
 		}
 		exec(`INSERT INTO order_events (order_id, version, event_id, user_id, status, amount_cents, content_hash, outcome, gap,
 				points_kind, points_delta, reason, occurred_at, first_seen_at, last_seen_at)
@@ -110,7 +117,7 @@ func consume(t *testing.T, db *sql.DB, msgs []scenario.Message) {
 			string(d.Points), d.PointsDelta, d.Reason, e.OccurredAt, clock)
 		if d.Points != fsm.PointsNone {
 			exec(`INSERT INTO points_ledger (order_id, user_id, kind, points, version) VALUES ($1, $2, $3, $4, $5)`,
-				e.OrderID, e.UserID, string(d.Points), d.PointsDelta, e.Version)
+				e.OrderID, d.Next.PointsUser(), string(d.Points), d.PointsDelta, e.Version)
 		}
 	}
 	if err := tx.Commit(); err != nil {
@@ -189,6 +196,12 @@ func TestVerifyDetectsViolations(t *testing.T) {
 			o := pick(t, s, completed)
 			return `INSERT INTO points_ledger (order_id, user_id, kind, points, version) VALUES ($1, $2, 'refund', $3, 1)`,
 				[]any{o.OrderID, o.UserID, -o.PurchasePoints}
+		}},
+		{"refund on another user", 1, "but user", func(s *scenario.Scenario) (string, []any) {
+			// Whichever order of the run got a refund row.
+			return `UPDATE points_ledger SET user_id = user_id + 1 WHERE kind = 'refund' AND order_id = (
+				SELECT min(order_id) FROM points_ledger WHERE kind = 'refund' AND starts_with(order_id, $1))`,
+				[]any{s.Expected.Prefix}
 		}},
 		{"wrong purchase points", 1, "purchase row has", func(s *scenario.Scenario) (string, []any) {
 			return `UPDATE points_ledger SET points = points + 1 WHERE order_id = $1 AND kind = 'purchase'`, []any{pick(t, s, completed).OrderID}

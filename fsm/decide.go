@@ -13,9 +13,13 @@ type Order struct {
 	// ContentHash is the Event.ContentHash of the event that set Version.
 	ContentHash string `json:"content_hash"`
 	// Purchased is true once purchase points are due for the order;
-	// PurchasePoints is how many.
+	// PurchasePoints is how many, and PurchaseUserID the user who earned
+	// them: the user of the event that first applied the order at a paid
+	// status. A refund takes the points back from that user, whichever user
+	// the cancelling event names.
 	Purchased      bool  `json:"purchased"`
 	PurchasePoints int64 `json:"purchase_points"`
+	PurchaseUserID int64 `json:"purchase_user_id,omitempty"`
 	// Refunded is true once the purchase points were taken back.
 	Refunded bool `json:"refunded"`
 }
@@ -102,6 +106,7 @@ func apply(next Order, prevVersion int64, e Event, hash string) Decision {
 	case e.Status.EarnsPurchase() && !next.Purchased:
 		next.Purchased = true
 		next.PurchasePoints = PurchasePointsFor(e.AmountCents)
+		next.PurchaseUserID = e.UserID
 		d.Points, d.PointsDelta = Purchase, next.PurchasePoints
 	case e.Status == Cancelled && next.Purchased && !next.Refunded:
 		next.Refunded = true
@@ -109,4 +114,14 @@ func apply(next Order, prevVersion int64, e Event, hash string) Decision {
 	}
 	d.Next = next
 	return d
+}
+
+// PointsUser is the user whose balance a points row of kind moves: the
+// purchaser for both rows (PurchaseUserID, or UserID for an order stored
+// before the purchaser was recorded).
+func (o Order) PointsUser() int64 {
+	if o.PurchaseUserID > 0 {
+		return o.PurchaseUserID
+	}
+	return o.UserID
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/pressly/goose/v3"
 
 	"github.com/orderflow/orderflow/internal/testenv"
 	"github.com/orderflow/orderflow/migrations"
@@ -165,8 +166,8 @@ const hash = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 // PostgreSQL refuses it with the expected SQLSTATE.
 func TestConstraintsRejectBadRows(t *testing.T) {
 	db := sqlDB(t, true)
-	mustExec(t, db, `INSERT INTO orders (order_id, user_id, status, version, amount_cents, content_hash, purchased, purchase_points)
-		VALUES ('o-1', 1, 'PAID', 2, 1000, $1, true, 10)`, hash)
+	mustExec(t, db, `INSERT INTO orders (order_id, user_id, status, version, amount_cents, content_hash, purchased, purchase_points, purchase_user_id)
+		VALUES ('o-1', 1, 'PAID', 2, 1000, $1, true, 10, 1)`, hash)
 	mustExec(t, db, `INSERT INTO order_events (order_id, version, event_id, user_id, status, amount_cents, content_hash, outcome, points_kind, points_delta, occurred_at)
 		VALUES ('o-1', 2, 'e', 1, 'PAID', 1000, $1, 'applied', 'purchase', 10, now())`, hash)
 	mustExec(t, db, `INSERT INTO points_ledger (order_id, user_id, kind, points, version) VALUES ('o-1', 1, 'purchase', 10, 2)`)
@@ -211,6 +212,8 @@ func TestConstraintsRejectBadRows(t *testing.T) {
 		with("order bad hash", check, order("o-2", "CREATED", 1, 1, 0, "nothex")),
 		with("order duplicate id", unique, order("o-1", "CREATED", 1, 1, 0, hash)),
 		with("order refunded without purchase", check, stmt{`INSERT INTO orders (order_id, user_id, status, version, amount_cents, content_hash, refunded) VALUES ('o-3', 1, 'CANCELLED', 1, 0, $1, true)`, []any{hash}}),
+		with("order purchased without purchaser", check, stmt{`INSERT INTO orders (order_id, user_id, status, version, amount_cents, content_hash, purchased, purchase_points) VALUES ('o-4', 1, 'PAID', 1, 100, $1, true, 1)`, []any{hash}}),
+		with("order purchaser 0", check, stmt{`INSERT INTO orders (order_id, user_id, status, version, amount_cents, content_hash, purchased, purchase_points, purchase_user_id) VALUES ('o-4', 1, 'PAID', 1, 100, $1, true, 1, 0)`, []any{hash}}),
 		with("event unknown outcome", check, event("o-1", 3, "PAID", "maybe", "", 0)),
 		with("event version 0", check, event("o-1", 0, "PAID", "stale", "", 0)),
 		with("event duplicate key", unique, event("o-1", 2, "PAID", "stale", "", 0)),
@@ -241,6 +244,54 @@ func TestConstraintsRejectBadRows(t *testing.T) {
 				t.Errorf("SQLSTATE %s (%s), want %s", pgErr.Code, pgErr.Message, c.state)
 			}
 		})
+	}
+}
+
+// TestPurchaseUserMigrationRepairsRefunds: a database written before
+// 00002 (refund rows on the cancelling event's user, no purchaser column)
+// gets the purchaser recorded and its refund rows moved to the purchaser.
+func TestPurchaseUserMigrationRepairsRefunds(t *testing.T) {
+	db := sqlDB(t, false)
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS, goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	// Paid by user 1, cancelled by user 2; paid by user 3 with no ledger row
+	// yet; never paid.
+	mustExec(t, db, `INSERT INTO orders (order_id, user_id, status, version, amount_cents, content_hash, purchased, purchase_points, refunded)
+		VALUES ('a', 2, 'CANCELLED', 3, 1000, $1, true, 10, true), ('b', 3, 'PAID', 2, 500, $1, true, 5, false),
+		('c', 4, 'CREATED', 1, 0, $1, false, 0, false)`, hash)
+	mustExec(t, db, `INSERT INTO points_ledger (order_id, user_id, kind, points, version)
+		VALUES ('a', 1, 'purchase', 10, 2), ('a', 2, 'refund', -10, 3)`)
+	if err := migrations.Up(context.Background(), db); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := db.Query(`SELECT order_id, coalesce(purchase_user_id, 0) FROM orders ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for rows.Next() {
+		var id string
+		var u int64
+		if err := rows.Scan(&id, &u); err != nil {
+			t.Fatal(err)
+		}
+		got[id] = u
+	}
+	rows.Close()
+	if got["a"] != 1 || got["b"] != 3 || got["c"] != 0 {
+		t.Errorf("purchase_user_id by order %v, want a:1 (the purchase row's user) b:3 (no row yet: the order's user) c:0", got)
+	}
+	var refundUser int64
+	if err := db.QueryRow(`SELECT user_id FROM points_ledger WHERE order_id = 'a' AND kind = 'refund'`).Scan(&refundUser); err != nil {
+		t.Fatal(err)
+	}
+	if refundUser != 1 {
+		t.Errorf("refund row of order a is on user %d, want the purchaser 1", refundUser)
 	}
 }
 

@@ -426,7 +426,7 @@ func (r *run) handle(e fsm.Event) error {
 // one row per order and kind) and remembers that it is in place.
 func (r *run) award(kind fsm.PointsKind, points, version int64, logger log.Logger) error {
 	ctx := r.ctx
-	in := activities.AwardPointsInput{OrderID: r.state.OrderID, UserID: r.state.Order.UserID, Kind: kind,
+	in := activities.AwardPointsInput{OrderID: r.state.OrderID, UserID: r.state.Order.PointsUser(), Kind: kind,
 		Points: points, Version: version}
 	var pr activities.AwardPointsResult
 	if err := r.execute(activities.NameAwardPoints, in).Get(ctx, &pr); err != nil {
