@@ -1,31 +1,26 @@
-// Package activities holds orderflow's Temporal activities: the idempotent
-// writes that turn an order event into its business effects in PostgreSQL.
-//
-// Every activity is safe to retry. ApplyEvent records each business key
-// (order_id, version) once, in the same transaction as the order change, and
-// answers a repeat with the decision it took the first time; AwardPoints
-// inserts at most one ledger row per (order_id, kind); ParkDeadLetter stores
-// a message once per fingerprint and counts repeats. Invalid input is a
-// non-retryable application error and writes nothing; database trouble is
-// returned wrapped and Temporal retries it.
+// Package activities holds orderflow's Temporal activities: thin adapters
+// that run the storage layer's idempotent writes for OrderWorkflow and turn
+// its errors into Temporal's terms. Input that breaks the contract becomes a
+// non-retryable application error of one of the types in package
+// workflows/api; database trouble stays a plain error, which Temporal
+// retries. docs/design.md describes what each write guarantees.
 package activities
 
 import (
+	"context"
 	"errors"
-	"fmt"
-	"strings"
-	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"go.temporal.io/sdk/temporal"
-	"gorm.io/gorm"
 
 	"github.com/orderflow/orderflow/fsm"
+	"github.com/orderflow/orderflow/message"
+	"github.com/orderflow/orderflow/store"
+	"github.com/orderflow/orderflow/workflows/api"
 )
 
 // Recorder receives the activities' business metrics. Implementations must
-// be safe for concurrent use. Observations are made only after the
-// transaction that caused them committed.
+// be safe for concurrent use. Observations are made only after the write
+// that caused them committed.
 type Recorder interface {
 	// ObserveOutcome counts one ApplyEvent call by outcome: the decision
 	// recorded for a new business key; Duplicate for a repeat of a
@@ -39,73 +34,93 @@ type Recorder interface {
 
 // Activities holds the dependencies of orderflow's activities. Register it
 // with a Temporal worker (worker.RegisterActivity(a)); its exported methods
-// are the activities named in this package. The methods are plain Go methods
-// too, usable outside an activity context (the bridge calls ParkDeadLetter
-// directly).
+// are the activities, which OrderWorkflow calls by method value.
 type Activities struct {
-	// DB is the orderflow database, migrated (package migrations).
-	DB *gorm.DB
+	// Store is the orderflow database.
+	Store *store.Store
 	// Metrics, when not nil, receives business metrics.
 	Metrics Recorder
-	// Topic is the RocketMQ topic recorded on dead letters that ApplyEvent
-	// parks for conflicts; empty when unknown.
+	// Topic is the RocketMQ topic recorded on a conflicting event's dead
+	// letter when the signal did not carry its message; empty when unknown.
 	Topic string
 }
 
-// Application error types of the non-retryable errors the activities return.
-const (
-	// ErrTypeInvalidEvent: the event breaks the message contract.
-	ErrTypeInvalidEvent = "InvalidEvent"
-	// ErrTypeInvalidInput: any other argument is invalid.
-	ErrTypeInvalidInput = "InvalidInput"
-	// ErrTypeUnknownOrder: points were awarded for an order that has no row.
-	ErrTypeUnknownOrder = "UnknownOrder"
-)
+// LoadOrderResult is the stored order, as a fresh workflow run rehydrates it.
+type LoadOrderResult = store.Loaded
 
-// ErrInvalidInput is wrapped by every error about invalid input, so callers
-// outside Temporal can test for it with errors.Is. (fsm.ErrInvalidEvent is
-// wrapped as well for invalid events.)
-var ErrInvalidInput = errors.New("invalid input")
-
-// invalid returns the non-retryable application error for bad input. Its
-// message says why; its cause wraps ErrInvalidInput and cause.
-func invalid(errType string, cause error) error {
-	wrapped := fmt.Errorf("%w: %w", ErrInvalidInput, cause)
-	return temporal.NewNonRetryableApplicationError(cause.Error(), errType, wrapped)
+// ApplyEventInput is one event to apply.
+type ApplyEventInput struct {
+	Event fsm.Event `json:"event"`
+	// Source is the message that carried the event, as received; a
+	// conflicting event is parked with it. Nil when unknown.
+	Source *message.Envelope `json:"source,omitempty"`
 }
 
-func (a *Activities) observeOutcome(o fsm.Outcome) {
+// ApplyEventResult is the authoritative decision taken inside the database
+// write. A repeat of the same business key returns the first outcome.
+type ApplyEventResult = store.Applied
+
+// AwardPointsInput is one points ledger row to insert.
+type AwardPointsInput = store.PointsRow
+
+// AwardPointsResult says whether this call inserted the row (false when a
+// previous delivery or retry already had).
+type AwardPointsResult struct {
+	Inserted bool `json:"inserted"`
+}
+
+// LoadOrder returns the stored order and the content hash of every
+// business key recorded for it (store.Store.LoadOrder).
+func (a *Activities) LoadOrder(ctx context.Context, orderID string) (LoadOrderResult, error) {
+	res, err := a.Store.LoadOrder(ctx, orderID)
+	return res, temporalError(err, api.ErrTypeInvalidInput)
+}
+
+// ApplyEvent applies one event exactly once per business key and returns
+// the authoritative decision (store.Store.ApplyEvent).
+func (a *Activities) ApplyEvent(ctx context.Context, in ApplyEventInput) (ApplyEventResult, error) {
+	src := message.Envelope{Topic: a.Topic}
+	if in.Source != nil {
+		src = *in.Source
+	}
+	res, err := a.Store.ApplyEvent(ctx, in.Event, src)
+	if err != nil {
+		return res, temporalError(err, api.ErrTypeInvalidEvent)
+	}
 	if a.Metrics != nil {
-		a.Metrics.ObserveOutcome(o)
+		if res.Repeat {
+			a.Metrics.ObserveOutcome(fsm.Duplicate)
+		} else {
+			a.Metrics.ObserveOutcome(res.Decision.Outcome)
+		}
 	}
+	return res, nil
 }
 
-func (a *Activities) observePoints(k fsm.PointsKind, n int64) {
-	if a.Metrics != nil {
-		a.Metrics.ObservePoints(k, n)
+// AwardPoints inserts one points ledger row, at most once per order and
+// kind (store.Store.AwardPoints).
+func (a *Activities) AwardPoints(ctx context.Context, in AwardPointsInput) (AwardPointsResult, error) {
+	inserted, err := a.Store.AwardPoints(ctx, in)
+	if err != nil {
+		return AwardPointsResult{}, temporalError(err, api.ErrTypeInvalidInput)
 	}
+	if inserted && a.Metrics != nil {
+		a.Metrics.ObservePoints(in.Kind, in.Points)
+	}
+	return AwardPointsResult{Inserted: inserted}, nil
 }
 
-// pgCode returns the SQLSTATE of a PostgreSQL error, or "".
-func pgCode(err error) string {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return pgErr.Code
+// temporalError returns err as Temporal should see it: input the store
+// refused as a non-retryable application error of type invalidType (or
+// ErrTypeUnknownOrder), anything else unchanged, so that it is retried.
+func temporalError(err error, invalidType string) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, store.ErrUnknownOrder):
+		return temporal.NewNonRetryableApplicationError(err.Error(), api.ErrTypeUnknownOrder, err)
+	case errors.Is(err, store.ErrInvalid):
+		return temporal.NewNonRetryableApplicationError(err.Error(), invalidType, err)
 	}
-	return ""
-}
-
-// maxReasonLen is the longest reason stored (dead_letters.reason CHECK).
-const maxReasonLen = 1024
-
-// cleanText makes s storable in a PostgreSQL text column: valid UTF-8
-// without NUL bytes, at most max runes (0: no limit).
-func cleanText(s string, max int) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	s = strings.ReplaceAll(s, "\x00", "\uFFFD")
-	if max > 0 && utf8.RuneCountInString(s) > max {
-		r := []rune(s)
-		s = string(r[:max-1]) + "…"
-	}
-	return s
+	return err
 }

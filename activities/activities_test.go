@@ -22,18 +22,18 @@ func TestCancelAfterPayRefunds(t *testing.T) {
 	if d := cancel.Decision; d.Outcome != fsm.Applied || d.Points != fsm.Refund || d.PointsDelta != -123 {
 		t.Fatalf("CANCELLED: %+v", d)
 	}
-	l := ledger(t, a.DB, id)
+	l := ledger(t, a.Store.DB(), id)
 	if l["purchase"] != 123 || l["refund"] != -123 || len(l) != 2 {
 		t.Errorf("ledger %v, want purchase 123 and refund -123", l)
 	}
-	o, _ := loadOrderRow(t, a.DB, id)
+	o, _ := loadOrderRow(t, a.Store.DB(), id)
 	if o.Status != "CANCELLED" || o.Version != 3 || !o.Purchased || !o.Refunded || o.PurchasePoints != 123 {
 		t.Errorf("order %+v", o)
 	}
 	if rec.outcome(fsm.Applied) != 3 || rec.points[fsm.Purchase] != 123 || rec.points[fsm.Refund] != -123 {
 		t.Errorf("metrics %+v %+v", rec.outcomes, rec.points)
 	}
-	checkInvariants(t, a.DB)
+	checkInvariants(t, a.Store.DB())
 }
 
 // The refund takes the points back from the user who earned them, even when
@@ -45,14 +45,14 @@ func TestRefundGoesToThePurchaser(t *testing.T) {
 	deliver(t, a, withUser(event(id, 1, fsm.Created, 50_000), payer))
 	deliver(t, a, withUser(event(id, 2, fsm.Paid, 50_000), payer))
 	deliver(t, a, withUser(event(id, 3, fsm.Cancelled, 50_000), canceller))
-	if got := balances(t, a.DB, id); got[payer] != 0 || got[canceller] != 0 || len(got) != 1 {
+	if got := balances(t, a.Store.DB(), id); got[payer] != 0 || got[canceller] != 0 || len(got) != 1 {
 		t.Errorf("balances by user %v, want user %d at 0 (+500 -500) and no row for user %d", got, payer, canceller)
 	}
-	rows := ledgerUsers(t, a.DB, id)
+	rows := ledgerUsers(t, a.Store.DB(), id)
 	if rows["purchase"] != payer || rows["refund"] != payer {
 		t.Errorf("ledger users %v, want both rows on user %d", rows, payer)
 	}
-	checkInvariants(t, a.DB)
+	checkInvariants(t, a.Store.DB())
 }
 
 // A purchase row written after the order changed hands (the worker crashed
@@ -81,10 +81,10 @@ func TestLatePurchaseRowGoesToThePayer(t *testing.T) {
 		Kind: fsm.Purchase, Points: paid.Decision.PointsDelta, Version: 2}); err != nil {
 		t.Fatal(err)
 	}
-	if got := balances(t, a.DB, id); got[payer] != 300 || len(got) != 1 {
+	if got := balances(t, a.Store.DB(), id); got[payer] != 300 || len(got) != 1 {
 		t.Errorf("balances by user %v, want 300 points for user %d only", got, payer)
 	}
-	checkInvariants(t, a.DB)
+	checkInvariants(t, a.Store.DB())
 }
 
 // A refund with no purchase row to take back is a retryable error that
@@ -100,7 +100,7 @@ func TestRefundWithoutPurchaseRowWaits(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "no purchase row") {
 		t.Fatalf("refund without purchase: %v, want a retryable 'no purchase row' error", err)
 	}
-	if l := ledger(t, a.DB, id); len(l) != 0 {
+	if l := ledger(t, a.Store.DB(), id); len(l) != 0 {
 		t.Errorf("ledger %v, want no row", l)
 	}
 }
@@ -117,10 +117,10 @@ func TestCancelBeforePayAwardsNothing(t *testing.T) {
 	if late.Outcome != fsm.Illegal {
 		t.Fatalf("PAID after CANCELLED: %+v", late)
 	}
-	if l := ledger(t, a.DB, id); len(l) != 0 {
+	if l := ledger(t, a.Store.DB(), id); len(l) != 0 {
 		t.Errorf("ledger %v, want none", l)
 	}
-	checkInvariants(t, a.DB)
+	checkInvariants(t, a.Store.DB())
 }
 
 func TestFirstSeenAtShippedPurchases(t *testing.T) {
@@ -135,14 +135,14 @@ func TestFirstSeenAtShippedPurchases(t *testing.T) {
 			t.Errorf("late %s: %+v", s, d)
 		}
 	}
-	if l := ledger(t, a.DB, id); l["purchase"] != 99 || len(l) != 1 {
+	if l := ledger(t, a.Store.DB(), id); l["purchase"] != 99 || len(l) != 1 {
 		t.Errorf("ledger %v", l)
 	}
-	rows := eventRows(t, a.DB, id)
+	rows := eventRows(t, a.Store.DB(), id)
 	if len(rows) != 3 || rows[1].Outcome != "stale" || rows[2].Outcome != "stale" || rows[3].Outcome != "applied" {
 		t.Errorf("order_events %+v", rows)
 	}
-	checkInvariants(t, a.DB)
+	checkInvariants(t, a.Store.DB())
 }
 
 func TestGap(t *testing.T) {
@@ -161,14 +161,14 @@ func TestGap(t *testing.T) {
 	if next.Outcome != fsm.Applied || next.Gap {
 		t.Fatalf("version 5: %+v", next)
 	}
-	rows := eventRows(t, a.DB, id)
+	rows := eventRows(t, a.Store.DB(), id)
 	if !rows[4].Gap || rows[5].Gap || rows[1].Gap {
 		t.Errorf("gap flags %+v", rows)
 	}
-	if o, _ := loadOrderRow(t, a.DB, id); o.Version != 5 || o.Status != "COMPLETED" {
+	if o, _ := loadOrderRow(t, a.Store.DB(), id); o.Version != 5 || o.Status != "COMPLETED" {
 		t.Errorf("order %+v", o)
 	}
-	checkInvariants(t, a.DB)
+	checkInvariants(t, a.Store.DB())
 }
 
 func TestIllegal(t *testing.T) {
@@ -176,23 +176,23 @@ func TestIllegal(t *testing.T) {
 	id := orderID("illegal")
 	deliver(t, a, event(id, 1, fsm.Paid, 700))
 	deliver(t, a, event(id, 2, fsm.Cancelled, 700))
-	before, _ := loadOrderRow(t, a.DB, id)
+	before, _ := loadOrderRow(t, a.Store.DB(), id)
 	d := deliver(t, a, event(id, 3, fsm.Shipped, 700)).Decision
 	if d.Outcome != fsm.Illegal || !strings.Contains(d.Reason, "CANCELLED -> SHIPPED") || d.Next.Status != fsm.Cancelled {
 		t.Fatalf("SHIPPED after CANCELLED: %+v", d)
 	}
-	after, _ := loadOrderRow(t, a.DB, id)
+	after, _ := loadOrderRow(t, a.Store.DB(), id)
 	if after != before {
 		t.Errorf("illegal event changed the order: %+v -> %+v", before, after)
 	}
-	row := eventRows(t, a.DB, id)[3]
+	row := eventRows(t, a.Store.DB(), id)[3]
 	if row.Outcome != "illegal" || row.Reason != d.Reason || row.PointsKind != "" {
 		t.Errorf("order_events row %+v", row)
 	}
 	if rec.outcome(fsm.Illegal) != 1 {
 		t.Errorf("metrics %+v", rec.outcomes)
 	}
-	checkInvariants(t, a.DB)
+	checkInvariants(t, a.Store.DB())
 }
 
 // TestRetryAfterCommit replays ApplyEvent as Temporal does when the first
@@ -205,7 +205,7 @@ func TestRetryAfterCommit(t *testing.T) {
 	deliver(t, a, event(id, 1, fsm.Created, 4_200))
 	paid := event(id, 2, fsm.Paid, 4_200)
 	first := deliver(t, a, paid)
-	orderBefore, _ := loadOrderRow(t, a.DB, id)
+	orderBefore, _ := loadOrderRow(t, a.Store.DB(), id)
 
 	retried := paid
 	retried.EventID, retried.ProducerID, retried.Seq = "producer-retry", "p-9", 77 // tracing fields differ
@@ -227,11 +227,11 @@ func TestRetryAfterCommit(t *testing.T) {
 		if err != nil || res.Inserted {
 			t.Errorf("AwardPoints on retry: %+v %v", res, err)
 		}
-		if row := eventRows(t, a.DB, id)[2]; row.TimesSeen != i || row.EventID != paid.EventID || row.Outcome != "applied" {
+		if row := eventRows(t, a.Store.DB(), id)[2]; row.TimesSeen != i || row.EventID != paid.EventID || row.Outcome != "applied" {
 			t.Errorf("order_events row after %d deliveries: %+v", i, row)
 		}
 	}
-	if orderAfter, _ := loadOrderRow(t, a.DB, id); orderAfter != orderBefore {
+	if orderAfter, _ := loadOrderRow(t, a.Store.DB(), id); orderAfter != orderBefore {
 		t.Errorf("retry changed the order: %+v -> %+v", orderBefore, orderAfter)
 	}
 
@@ -251,13 +251,13 @@ func TestRetryAfterCommit(t *testing.T) {
 	if r, err := a.ApplyEvent(ctx, activities.ApplyEventInput{Event: stale}); err != nil || !r.Repeat || r.Decision.Outcome != fsm.Applied {
 		t.Errorf("repeat of version 1 (first applied): %+v %v", r, err)
 	}
-	if l := ledger(t, a.DB, id); len(l) != 1 || l["purchase"] != 42 {
+	if l := ledger(t, a.Store.DB(), id); len(l) != 1 || l["purchase"] != 42 {
 		t.Errorf("ledger %v", l)
 	}
 	if rec.outcome(fsm.Duplicate) != 4 || rec.outcome(fsm.Applied) != 3 || rec.rows[fsm.Purchase] != 1 {
 		t.Errorf("metrics outcomes %v rows %v", rec.outcomes, rec.rows)
 	}
-	checkInvariants(t, a.DB)
+	checkInvariants(t, a.Store.DB())
 }
 
 func TestConflictIsParked(t *testing.T) {
@@ -266,7 +266,7 @@ func TestConflictIsParked(t *testing.T) {
 	id := orderID("conflict")
 	deliver(t, a, event(id, 1, fsm.Created, 1_000))
 	deliver(t, a, event(id, 2, fsm.Paid, 1_000))
-	before, _ := loadOrderRow(t, a.DB, id)
+	before, _ := loadOrderRow(t, a.Store.DB(), id)
 
 	for _, v := range []int64{2, 1} { // at the current version, and below it
 		bad := event(id, v, fsm.Paid, 999_999)
@@ -281,7 +281,7 @@ func TestConflictIsParked(t *testing.T) {
 				d.Next.Version != 2 || d.Next.AmountCents != 1_000 {
 				t.Fatalf("conflict at version %d: %+v", v, res)
 			}
-			if row := eventRows(t, a.DB, id)[v]; row.Conflicts != i || row.TimesSeen != 1 || row.EventID == "forged" {
+			if row := eventRows(t, a.Store.DB(), id)[v]; row.Conflicts != i || row.TimesSeen != 1 || row.EventID == "forged" {
 				t.Errorf("order_events row %+v after %d conflicting deliveries", row, i)
 			}
 		}
@@ -290,7 +290,7 @@ func TestConflictIsParked(t *testing.T) {
 			Body                      []byte
 			TimesSeen                 int
 		}
-		if err := a.DB.Raw(`SELECT topic, keys, tags, reason, body, times_seen FROM dead_letters`).Scan(&dl).Error; err != nil {
+		if err := a.Store.DB().Raw(`SELECT topic, keys, tags, reason, body, times_seen FROM dead_letters`).Scan(&dl).Error; err != nil {
 			t.Fatal(err)
 		}
 		var found bool
@@ -312,16 +312,16 @@ func TestConflictIsParked(t *testing.T) {
 			t.Errorf("no dead letter for the conflict at version %d", v)
 		}
 	}
-	if n := count(t, a.DB, "dead_letters"); n != 2 {
+	if n := count(t, a.Store.DB(), "dead_letters"); n != 2 {
 		t.Errorf("%d dead letters, want 2", n)
 	}
-	if after, _ := loadOrderRow(t, a.DB, id); after != before {
+	if after, _ := loadOrderRow(t, a.Store.DB(), id); after != before {
 		t.Errorf("conflict changed the order: %+v -> %+v", before, after)
 	}
 	if rec.outcome(fsm.Conflict) != 4 {
 		t.Errorf("metrics %v", rec.outcomes)
 	}
-	checkInvariants(t, a.DB)
+	checkInvariants(t, a.Store.DB())
 }
 
 func TestLoadOrder(t *testing.T) {
@@ -370,7 +370,7 @@ func TestAwardPointsTwiceOneRow(t *testing.T) {
 	if err != nil || second.Inserted {
 		t.Fatalf("second AwardPoints: %+v %v", second, err)
 	}
-	if l := ledger(t, a.DB, id); len(l) != 1 || l["purchase"] != 0 {
+	if l := ledger(t, a.Store.DB(), id); len(l) != 1 || l["purchase"] != 0 {
 		t.Errorf("ledger %v, want one purchase row of 0 points", l)
 	}
 	refund := activities.AwardPointsInput{OrderID: id, UserID: 42, Kind: fsm.Refund, Points: 0, Version: 2}
@@ -379,60 +379,5 @@ func TestAwardPointsTwiceOneRow(t *testing.T) {
 	}
 	if rec.rows[fsm.Purchase] != 1 || rec.rows[fsm.Refund] != 1 {
 		t.Errorf("metrics rows %v", rec.rows)
-	}
-}
-
-func TestParkDeadLetterRepeatCounts(t *testing.T) {
-	a, _ := newActivities(t)
-	ctx := context.Background()
-	dl := activities.DeadLetter{Topic: "T", MessageID: "m-1", Keys: "o-1", Tags: "PAID",
-		Body: []byte(`{"order_id": 1`), Reason: "malformed JSON: unexpected end of input"}
-	first, err := a.ParkDeadLetter(ctx, dl)
-	if err != nil || !first.New || first.TimesSeen != 1 || first.ID == 0 {
-		t.Fatalf("first: %+v %v", first, err)
-	}
-	again := dl
-	again.MessageID = "m-2" // a producer retry: new message ID, same message
-	again.Reason = "another reason"
-	second, err := a.ParkDeadLetter(ctx, again)
-	if err != nil || second.New || second.TimesSeen != 2 || second.ID != first.ID || second.Fingerprint != first.Fingerprint {
-		t.Fatalf("repeat: %+v %v (first %+v)", second, err, first)
-	}
-	other := dl
-	other.Body = []byte(`{"order_id": 2`)
-	third, err := a.ParkDeadLetter(ctx, other)
-	if err != nil || !third.New || third.ID == first.ID {
-		t.Fatalf("other body: %+v %v", third, err)
-	}
-	var row struct {
-		MessageID string
-		Reason    string
-		TimesSeen int
-		Body      []byte
-	}
-	if err := a.DB.Raw(`SELECT message_id, reason, times_seen, body FROM dead_letters WHERE id = ?`, first.ID).Scan(&row).Error; err != nil {
-		t.Fatal(err)
-	}
-	if row.MessageID != "m-1" || row.Reason != dl.Reason || row.TimesSeen != 2 || string(row.Body) != string(dl.Body) {
-		t.Errorf("stored %+v", row)
-	}
-
-	// Raw bytes that are not text are stored, not refused.
-	odd := activities.DeadLetter{Keys: "bad\xff\x00key", Tags: "\xfe", Body: []byte{0, 0xff, 0xfe},
-		Reason: strings.Repeat("long reason ", 200)}
-	res, err := a.ParkDeadLetter(ctx, odd)
-	if err != nil || !res.New {
-		t.Fatalf("binary message: %+v %v", res, err)
-	}
-	var stored struct {
-		Keys   string
-		Reason string
-		Body   []byte
-	}
-	if err := a.DB.Raw(`SELECT keys, reason, body FROM dead_letters WHERE id = ?`, res.ID).Scan(&stored).Error; err != nil {
-		t.Fatal(err)
-	}
-	if stored.Keys != "bad\uFFFD\uFFFDkey" || len([]rune(stored.Reason)) != 1024 || string(stored.Body) != string(odd.Body) {
-		t.Errorf("stored %q / %d-character reason / %v", stored.Keys, len([]rune(stored.Reason)), stored.Body)
 	}
 }

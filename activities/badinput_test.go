@@ -9,6 +9,9 @@ import (
 
 	"github.com/orderflow/orderflow/activities"
 	"github.com/orderflow/orderflow/fsm"
+	"github.com/orderflow/orderflow/message"
+	"github.com/orderflow/orderflow/store"
+	"github.com/orderflow/orderflow/workflows/api"
 )
 
 // tableCounts is the number of rows in every table.
@@ -16,7 +19,7 @@ func tableCounts(t *testing.T, a *activities.Activities) map[string]int64 {
 	t.Helper()
 	m := map[string]int64{}
 	for _, table := range []string{"orders", "order_events", "points_ledger", "dead_letters"} {
-		m[table] = count(t, a.DB, table)
+		m[table] = count(t, a.Store.DB(), table)
 	}
 	return m
 }
@@ -47,7 +50,7 @@ func TestBadInputWritesNothingAndSaysWhy(t *testing.T) {
 			e := event(id, 2, fsm.Paid, 100)
 			edit(&e)
 			_, err := a.ApplyEvent(ctx, activities.ApplyEventInput{Event: e})
-			wantNonRetryable(t, err, activities.ErrTypeInvalidEvent, strings.TrimSpace(field))
+			wantNonRetryable(t, err, api.ErrTypeInvalidEvent, strings.TrimSpace(field))
 			if !errors.Is(err, fsm.ErrInvalidEvent) {
 				t.Errorf("%v does not wrap fsm.ErrInvalidEvent", err)
 			}
@@ -59,14 +62,14 @@ func TestBadInputWritesNothingAndSaysWhy(t *testing.T) {
 		typ  string
 		says string
 	}{
-		"bad order id":     {activities.AwardPointsInput{OrderID: "a b", UserID: 1, Kind: fsm.Purchase, Points: 1, Version: 1}, activities.ErrTypeInvalidInput, "order_id"},
-		"no user":          {activities.AwardPointsInput{OrderID: id, Kind: fsm.Purchase, Points: 1, Version: 1}, activities.ErrTypeInvalidInput, "user_id"},
-		"version 0":        {activities.AwardPointsInput{OrderID: id, UserID: 1, Kind: fsm.Purchase, Points: 1}, activities.ErrTypeInvalidInput, "version"},
-		"no kind":          {activities.AwardPointsInput{OrderID: id, UserID: 1, Points: 1, Version: 1}, activities.ErrTypeInvalidInput, "kind"},
-		"unknown kind":     {activities.AwardPointsInput{OrderID: id, UserID: 1, Kind: "bonus", Points: 1, Version: 1}, activities.ErrTypeInvalidInput, `"bonus"`},
-		"negative buy":     {activities.AwardPointsInput{OrderID: id, UserID: 1, Kind: fsm.Purchase, Points: -1, Version: 1}, activities.ErrTypeInvalidInput, "purchase points -1"},
-		"positive refund":  {activities.AwardPointsInput{OrderID: id, UserID: 1, Kind: fsm.Refund, Points: 3, Version: 1}, activities.ErrTypeInvalidInput, "refund points 3"},
-		"unknown order id": {activities.AwardPointsInput{OrderID: "nobody", UserID: 1, Kind: fsm.Purchase, Points: 1, Version: 1}, activities.ErrTypeUnknownOrder, "nobody"},
+		"bad order id":     {activities.AwardPointsInput{OrderID: "a b", UserID: 1, Kind: fsm.Purchase, Points: 1, Version: 1}, api.ErrTypeInvalidInput, "order_id"},
+		"no user":          {activities.AwardPointsInput{OrderID: id, Kind: fsm.Purchase, Points: 1, Version: 1}, api.ErrTypeInvalidInput, "user_id"},
+		"version 0":        {activities.AwardPointsInput{OrderID: id, UserID: 1, Kind: fsm.Purchase, Points: 1}, api.ErrTypeInvalidInput, "version"},
+		"no kind":          {activities.AwardPointsInput{OrderID: id, UserID: 1, Points: 1, Version: 1}, api.ErrTypeInvalidInput, "kind"},
+		"unknown kind":     {activities.AwardPointsInput{OrderID: id, UserID: 1, Kind: "bonus", Points: 1, Version: 1}, api.ErrTypeInvalidInput, `"bonus"`},
+		"negative buy":     {activities.AwardPointsInput{OrderID: id, UserID: 1, Kind: fsm.Purchase, Points: -1, Version: 1}, api.ErrTypeInvalidInput, "purchase points -1"},
+		"positive refund":  {activities.AwardPointsInput{OrderID: id, UserID: 1, Kind: fsm.Refund, Points: 3, Version: 1}, api.ErrTypeInvalidInput, "refund points 3"},
+		"unknown order id": {activities.AwardPointsInput{OrderID: "nobody", UserID: 1, Kind: fsm.Purchase, Points: 1, Version: 1}, api.ErrTypeUnknownOrder, "nobody"},
 	}
 	for name, c := range points {
 		t.Run("AwardPoints/"+name, func(t *testing.T) {
@@ -76,12 +79,14 @@ func TestBadInputWritesNothingAndSaysWhy(t *testing.T) {
 	}
 
 	t.Run("ParkDeadLetter/no reason", func(t *testing.T) {
-		_, err := a.ParkDeadLetter(ctx, activities.DeadLetter{Body: []byte("x"), Reason: "  "})
-		wantNonRetryable(t, err, activities.ErrTypeInvalidInput, "reason is required")
+		_, err := a.Store.ParkDeadLetter(ctx, message.DeadLetter{Envelope: message.Envelope{Body: []byte("x")}, Reason: "  "})
+		if !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), "reason is required") {
+			t.Errorf("ParkDeadLetter without a reason: %v, want store.ErrInvalid saying the reason is required", err)
+		}
 	})
 	t.Run("LoadOrder/bad id", func(t *testing.T) {
 		_, err := a.LoadOrder(ctx, "")
-		wantNonRetryable(t, err, activities.ErrTypeInvalidInput, "order_id")
+		wantNonRetryable(t, err, api.ErrTypeInvalidInput, "order_id")
 	})
 
 	if after := tableCounts(t, a); after["orders"] != before["orders"] || after["order_events"] != before["order_events"] ||
@@ -101,7 +106,7 @@ func TestDatabaseErrorsAreRetryable(t *testing.T) {
 	ctx := context.Background()
 	id := orderID("down")
 	deliver(t, a, event(id, 1, fsm.Created, 100))
-	sqlDB, err := a.DB.DB()
+	sqlDB, err := a.Store.DB().DB()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +114,7 @@ func TestDatabaseErrorsAreRetryable(t *testing.T) {
 	checks := map[string]error{}
 	_, checks["ApplyEvent"] = a.ApplyEvent(ctx, activities.ApplyEventInput{Event: event(id, 2, fsm.Paid, 100)})
 	_, checks["AwardPoints"] = a.AwardPoints(ctx, activities.AwardPointsInput{OrderID: id, UserID: 1, Kind: fsm.Purchase, Points: 1, Version: 2})
-	_, checks["ParkDeadLetter"] = a.ParkDeadLetter(ctx, activities.DeadLetter{Body: []byte("x"), Reason: "r"})
+	_, checks["ParkDeadLetter"] = a.Store.ParkDeadLetter(ctx, message.DeadLetter{Envelope: message.Envelope{Body: []byte("x")}, Reason: "r"})
 	_, checks["LoadOrder"] = a.LoadOrder(ctx, id)
 	for name, err := range checks {
 		if err == nil {
@@ -117,7 +122,7 @@ func TestDatabaseErrorsAreRetryable(t *testing.T) {
 			continue
 		}
 		var ae interface{ NonRetryable() bool }
-		if errors.As(err, &ae) || errors.Is(err, activities.ErrInvalidInput) {
+		if errors.As(err, &ae) || errors.Is(err, store.ErrInvalid) {
 			t.Errorf("%s: database error %v is not retryable", name, err)
 		}
 	}

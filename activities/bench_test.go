@@ -14,6 +14,7 @@ import (
 	"github.com/orderflow/orderflow/activities"
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/testenv"
+	"github.com/orderflow/orderflow/store"
 )
 
 const (
@@ -70,7 +71,7 @@ func runChunk(n int, op func(ctx context.Context, caller int) error) (time.Durat
 // over the second). Both warm up with one chunk first.
 func BenchmarkApplyEvent(b *testing.B) {
 	db, _ := testenv.NewDatabase(b)
-	a := &activities.Activities{DB: db}
+	a := &activities.Activities{Store: store.New(db)}
 	if err := db.Exec(`CREATE TABLE bench_baseline (order_id text, version bigint, PRIMARY KEY (order_id, version))`).Error; err != nil {
 		b.Fatal(err)
 	}

@@ -106,22 +106,22 @@ func TestConcurrentDeliveries(t *testing.T) {
 	t.Logf("%d deliveries of %d events of %d orders in %v (%.0f deliveries/s)",
 		len(deliveries), events, orders, elapsed, float64(len(deliveries))/elapsed.Seconds())
 
-	if n := count(t, a.DB, "orders"); n != orders {
+	if n := count(t, a.Store.DB(), "orders"); n != orders {
 		t.Errorf("%d orders, want %d", n, orders)
 	}
-	if n := count(t, a.DB, "order_events"); n != int64(events) {
+	if n := count(t, a.Store.DB(), "order_events"); n != int64(events) {
 		t.Errorf("%d order_events rows, want one per business key: %d", n, events)
 	}
-	if n := count(t, a.DB, "dead_letters"); n != 0 {
+	if n := count(t, a.Store.DB(), "dead_letters"); n != 0 {
 		t.Errorf("%d dead letters, want none", n)
 	}
 	for id, p := range paths {
 		last := p[len(p)-1]
-		o, ok := loadOrderRow(t, a.DB, id)
+		o, ok := loadOrderRow(t, a.Store.DB(), id)
 		if !ok || o.Version != last.Version || o.Status != string(last.Status) || o.ContentHash != last.ContentHash() {
 			t.Errorf("order %s ends at %+v, want %s@%d", id, o, last.Status, last.Version)
 		}
-		rows := eventRows(t, a.DB, id)
+		rows := eventRows(t, a.Store.DB(), id)
 		for _, e := range p {
 			r, ok := rows[e.Version]
 			if !ok || r.ContentHash != e.ContentHash() || r.TimesSeen != copies || r.Conflicts != 0 {
@@ -134,7 +134,7 @@ func TestConcurrentDeliveries(t *testing.T) {
 		if r := rows[last.Version]; r.Outcome != "applied" {
 			t.Errorf("highest version %s judged %s", last.Key(), r.Outcome)
 		}
-		l := ledger(t, a.DB, id)
+		l := ledger(t, a.Store.DB(), id)
 		switch {
 		case last.Status == fsm.Cancelled:
 			if l["purchase"]+l["refund"] != 0 {
@@ -150,7 +150,7 @@ func TestConcurrentDeliveries(t *testing.T) {
 			}
 		}
 	}
-	checkInvariants(t, a.DB)
+	checkInvariants(t, a.Store.DB())
 	total := 0
 	for _, o := range fsm.Outcomes {
 		total += rec.outcome(o)
@@ -188,18 +188,18 @@ func TestConcurrentFirstEvents(t *testing.T) {
 		for err := range errs {
 			t.Error(err)
 		}
-		o, _ := loadOrderRow(t, a.DB, id)
+		o, _ := loadOrderRow(t, a.Store.DB(), id)
 		if o.Version != int64(len(statuses)) || o.Status != "COMPLETED" {
 			t.Errorf("order %s: %+v", id, o)
 		}
-		if l := ledger(t, a.DB, id); len(l) != 1 || l["purchase"] != 15 {
+		if l := ledger(t, a.Store.DB(), id); len(l) != 1 || l["purchase"] != 15 {
 			t.Errorf("order %s ledger %v", id, l)
 		}
-		if rows := eventRows(t, a.DB, id); len(rows) != len(statuses) {
+		if rows := eventRows(t, a.Store.DB(), id); len(rows) != len(statuses) {
 			t.Errorf("order %s: %d order_events rows", id, len(rows))
 		}
 	}
-	checkInvariants(t, a.DB)
+	checkInvariants(t, a.Store.DB())
 }
 
 // TestConcurrentConflictingFirstEvents races eight different contents of the
@@ -242,15 +242,15 @@ func TestConcurrentConflictingFirstEvents(t *testing.T) {
 		if winner < 0 {
 			t.Fatalf("round %d: no variant applied", round)
 		}
-		o, _ := loadOrderRow(t, a.DB, id)
+		o, _ := loadOrderRow(t, a.Store.DB(), id)
 		if o.AmountCents != int64(1000*(winner+1)) || o.PurchasePoints != int64(10*(winner+1)) {
 			t.Errorf("order %+v, want the winner's content (variant %d)", o, winner)
 		}
-		if row := eventRows(t, a.DB, id)[1]; row.Conflicts != variants-1 || row.TimesSeen != 1 {
+		if row := eventRows(t, a.Store.DB(), id)[1]; row.Conflicts != variants-1 || row.TimesSeen != 1 {
 			t.Errorf("order_events row %+v", row)
 		}
 	}
-	if n := count(t, a.DB, "dead_letters"); n != 5*(variants-1) {
+	if n := count(t, a.Store.DB(), "dead_letters"); n != 5*(variants-1) {
 		t.Errorf("%d dead letters, want %d", n, 5*(variants-1))
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/orderflow/orderflow/activities"
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/testenv"
+	"github.com/orderflow/orderflow/store"
 )
 
 // recorder counts what the activities report.
@@ -51,7 +52,7 @@ func newActivities(t testing.TB) (*activities.Activities, *recorder) {
 	t.Helper()
 	db, _ := testenv.NewDatabase(t)
 	rec := &recorder{outcomes: map[fsm.Outcome]int{}, points: map[fsm.PointsKind]int64{}, rows: map[fsm.PointsKind]int{}}
-	return &activities.Activities{DB: db, Metrics: rec, Topic: testTopic}, rec
+	return &activities.Activities{Store: store.New(db), Metrics: rec, Topic: testTopic}, rec
 }
 
 var orderSeq atomic.Int64
@@ -298,8 +299,8 @@ func wantNonRetryable(t testing.TB, err error, errType string, fragments ...stri
 	if !ae.NonRetryable() || ae.Type() != errType {
 		t.Errorf("error %v: type %q non-retryable %v, want %q non-retryable", err, ae.Type(), ae.NonRetryable(), errType)
 	}
-	if !errors.Is(err, activities.ErrInvalidInput) {
-		t.Errorf("error %v does not wrap ErrInvalidInput", err)
+	if !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("error %v does not wrap store.ErrInvalid", err)
 	}
 	for _, f := range fragments {
 		if !strings.Contains(err.Error(), f) {

@@ -14,7 +14,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/orderflow/orderflow/fsm"
-	"github.com/orderflow/orderflow/workflows"
+	"github.com/orderflow/orderflow/workflows/api"
 )
 
 // tuning holds the worker settings shared by the ceiling's in-process worker
@@ -55,7 +55,7 @@ const trivialWorkflowType = "BenchTrivialWorkflow"
 // that completed it.
 func trivialWorkflow(ctx workflow.Context) (time.Time, error) {
 	var e fsm.Event
-	workflow.GetSignalChannel(ctx, workflows.SignalEvent).Receive(ctx, &e)
+	workflow.GetSignalChannel(ctx, api.SignalEvent).Receive(ctx, &e)
 	return workflow.Now(ctx), nil
 }
 
@@ -85,7 +85,7 @@ func runCeiling(ctx context.Context, c client.Client, t tuning, n, concurrency i
 		id := fmt.Sprintf("bench:%s-%d", prefix, i)
 		e := fsm.Event{EventID: id + "-1", OrderID: fmt.Sprintf("%s-%d", prefix, i), UserID: 1, Status: fsm.Created,
 			Version: 1, AmountCents: 1000, OccurredAt: time.Now().UTC()}
-		run, err := c.SignalWithStartWorkflow(ctx, id, workflows.SignalEvent, e, client.StartWorkflowOptions{
+		run, err := c.SignalWithStartWorkflow(ctx, id, api.SignalEvent, e, client.StartWorkflowOptions{
 			ID:                       id,
 			TaskQueue:                tq,
 			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,

@@ -146,7 +146,7 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 // stop it, and the pprof addresses of the processes it profiles.
 func (b *bench) startConsumers(ctx context.Context, cc cellConfig, db *database, topic, group, tq string) (func(), map[string]string, error) {
 	if cc.Direct {
-		d, err := startDirect(db.DSN, b.cfg.RocketMQNamesrv, topic, group, cc.Concurrency, cc.BatchSize)
+		d, err := startDirect(ctx, db.DSN, b.cfg.RocketMQNamesrv, topic, group, cc.Concurrency, cc.BatchSize)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -116,6 +116,37 @@ func apply(next Order, prevVersion int64, e Event, hash string) Decision {
 	return d
 }
 
+// NetPoints is the order's net points: its purchase points, less the refund
+// once cancelled after payment.
+func (o Order) NetPoints() int64 {
+	var n int64
+	for _, p := range o.PointsDue() {
+		n += p.Points
+	}
+	return n
+}
+
+// PointsEffect is one points ledger row an order is due.
+type PointsEffect struct {
+	Kind PointsKind
+	// Points is signed: positive for a purchase, negative for a refund.
+	Points int64
+}
+
+// PointsDue lists the points ledger rows the order is due, in the order
+// they are written: the purchase once paid, then the refund once cancelled
+// after payment.
+func (o Order) PointsDue() []PointsEffect {
+	var due []PointsEffect
+	if o.Purchased {
+		due = append(due, PointsEffect{Purchase, o.PurchasePoints})
+	}
+	if o.Refunded {
+		due = append(due, PointsEffect{Refund, -o.PurchasePoints})
+	}
+	return due
+}
+
 // PointsUser is the user whose balance a points row of kind moves: the
 // purchaser for both rows (PurchaseUserID, or UserID for an order stored
 // before the purchaser was recorded).

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Event is one order lifecycle event, as the message contract of DESIGN.md
@@ -39,6 +41,10 @@ func (e Event) Key() Key { return Key{OrderID: e.OrderID, Version: e.Version} }
 // MaxOrderIDLen is the longest order ID the contract accepts.
 const MaxOrderIDLen = 64
 
+// OrderIDRule is the order ID rule of the message contract, as errors state
+// it.
+const OrderIDRule = "1-64 characters of [A-Za-z0-9_.:-]"
+
 var orderIDPattern = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
 
 // ErrInvalidEvent is wrapped by every validation error.
@@ -57,8 +63,35 @@ func (e *ValidationError) Error() string {
 // Unwrap lets errors.Is(err, ErrInvalidEvent) match.
 func (e *ValidationError) Unwrap() error { return ErrInvalidEvent }
 
-// ValidOrderID reports whether id is 1–64 characters of [A-Za-z0-9_.:-].
+// ValidOrderID reports whether id follows OrderIDRule.
 func ValidOrderID(id string) bool { return orderIDPattern.MatchString(id) }
+
+// CheckOrderID returns a *ValidationError of field order_id when id does not
+// follow OrderIDRule.
+func CheckOrderID(id string) error {
+	switch {
+	case id == "":
+		return &ValidationError{"order_id", "is required"}
+	case !ValidOrderID(id):
+		return &ValidationError{"order_id", fmt.Sprintf("%q must be %s", cut(id, 80), OrderIDRule)}
+	}
+	return nil
+}
+
+// storableText reports whether s can be stored as PostgreSQL text: valid
+// UTF-8 without NUL characters.
+func storableText(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
+
+// cut shortens s to at most n bytes, on a character boundary, for messages.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
 
 // Validate checks the event against the message contract. It returns a
 // *ValidationError for the first field that breaks it.
@@ -66,10 +99,14 @@ func (e Event) Validate() error {
 	switch {
 	case e.EventID == "":
 		return &ValidationError{"event_id", "is required"}
+	case !storableText(e.EventID):
+		return &ValidationError{"event_id", "must be valid UTF-8 without NUL characters"}
 	case e.OrderID == "":
 		return &ValidationError{"order_id", "is required"}
 	case !ValidOrderID(e.OrderID):
-		return &ValidationError{"order_id", "must be 1-64 characters of [A-Za-z0-9_.:-]"}
+		return &ValidationError{"order_id", "must be " + OrderIDRule}
+	case !storableText(e.ProducerID):
+		return &ValidationError{"producer_id", "must be valid UTF-8 without NUL characters"}
 	case e.UserID <= 0:
 		return &ValidationError{"user_id", "must be > 0"}
 	case e.Status == "":

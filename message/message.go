@@ -109,6 +109,103 @@ func OversizeCompressed() *Rejection {
 	return reject(KindOversize, "", fmt.Sprintf("compressed body inflates past %d bytes", MaxBodySize), nil)
 }
 
+// MaxReasonLen is the longest reason a dead letter stores, in bytes.
+const MaxReasonLen = 1024
+
+// Envelope is a message as the broker delivered it: where it came from and
+// its body, byte for byte. NewEnvelope makes its text fields storable.
+type Envelope struct {
+	Topic     string `json:"topic"`
+	MessageID string `json:"message_id"`
+	Keys      string `json:"keys"`
+	Tags      string `json:"tags"`
+	Body      []byte `json:"body"`
+	// StoredAt is when the broker stored the message (not persisted).
+	StoredAt time.Time `json:"stored_at,omitzero"`
+	// InflateRefused is true when the consumer did not inflate a
+	// compressed body because it would exceed MaxBodySize; Body is then
+	// the compressed bytes.
+	InflateRefused bool `json:"inflate_refused,omitempty"`
+}
+
+// maxEnvelopeText bounds each text field of an Envelope.
+const maxEnvelopeText = 1024
+
+// NewEnvelope returns the envelope of a message, its text fields made
+// storable (Sanitize, at most 1024 bytes each) and its body kept as is.
+func NewEnvelope(topic, messageID, keys, tags string, body []byte, storedAt time.Time, inflateRefused bool) Envelope {
+	if body == nil {
+		body = []byte{}
+	}
+	return Envelope{
+		Topic:          Sanitize(topic, maxEnvelopeText),
+		MessageID:      Sanitize(messageID, maxEnvelopeText),
+		Keys:           Sanitize(keys, maxEnvelopeText),
+		Tags:           Sanitize(tags, maxEnvelopeText),
+		Body:           body,
+		StoredAt:       storedAt,
+		InflateRefused: inflateRefused,
+	}
+}
+
+// DeadLetter is a message that cannot be applied, as received, with the
+// reason.
+type DeadLetter struct {
+	Envelope
+	Reason string `json:"reason"`
+}
+
+// Received is what Parse makes of one message: a valid event, or a
+// rejection and the dead letter that parks the message.
+type Received struct {
+	// Event is the valid event (zero when rejected).
+	Event fsm.Event
+	// Mismatch lists the envelope fields that disagree with the body
+	// (MismatchKeys, MismatchTag); the body is authoritative.
+	Mismatch []string
+	// Rejection says why the message breaks the contract; nil for a valid
+	// event.
+	Rejection *Rejection
+	// DeadLetter is the message with the rejection's reason, set with
+	// Rejection.
+	DeadLetter DeadLetter
+}
+
+// Parse judges one message against the contract: the size of its body
+// (inflated or not), the body, and the envelope against the body.
+func Parse(env Envelope) Received {
+	var (
+		e   fsm.Event
+		rej *Rejection
+	)
+	if env.InflateRefused {
+		rej = OversizeCompressed()
+	} else {
+		var err error
+		if e, err = Decode(env.Body); err != nil {
+			if !errors.As(err, &rej) {
+				rej = reject(KindMalformedJSON, "", err.Error(), err)
+			}
+		}
+	}
+	if rej != nil {
+		return Received{Rejection: rej, DeadLetter: DeadLetter{Envelope: env, Reason: rej.Reason}}
+	}
+	return Received{Event: e, Mismatch: CheckEnvelope(e, env.Keys, env.Tags)}
+}
+
+// Encode is the message body of e, as producers send it.
+func Encode(e fsm.Event) ([]byte, error) {
+	if err := e.Validate(); err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		return nil, fmt.Errorf("encode event %s: %w", e.Key(), err)
+	}
+	return b, nil
+}
+
 // Decode checks the size of body, decodes it as an event and validates it
 // against the contract. Every error it returns is a *Rejection.
 func Decode(body []byte) (fsm.Event, error) {

@@ -2,14 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
-	"github.com/orderflow/orderflow/activities"
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/message"
@@ -27,7 +25,7 @@ type DeliverFunc func(ctx context.Context, e fsm.Event) error
 
 // ParkFunc stores an invalid message in dead_letters and returns once the
 // row is committed.
-type ParkFunc func(ctx context.Context, dl activities.DeadLetter) error
+type ParkFunc func(ctx context.Context, dl message.DeadLetter) error
 
 // retryPolicy bounds the bridge's in-process retries of one message before
 // it hands the message back to the broker.
@@ -72,40 +70,27 @@ func (h *handler) handle(ctx context.Context, m *primitive.MessageExt) error {
 func (h *handler) process(ctx context.Context, m *primitive.MessageExt) (string, error) {
 	log := h.log.With("msg_id", m.MsgId, "topic", m.Topic, "keys", m.GetKeys(), "tag", m.GetTags(),
 		"reconsume_times", m.ReconsumeTimes)
-	var e fsm.Event
-	var err error
-	if mq.InflateRefused(m) {
-		err = message.OversizeCompressed()
-	} else {
-		e, err = message.Decode(m.Body)
-	}
-	if err != nil {
-		var rej *message.Rejection
-		if !errors.As(err, &rej) {
-			// Decode only returns rejections; anything else is a bug, and the
-			// message is kept rather than parked under a reason nobody chose.
-			log.Error("decode failed without a rejection", "err", err)
-			return "", fmt.Errorf("decode message %s: %w", m.MsgId, err)
-		}
-		dl := deadLetter(m, rej.Reason)
-		err := h.attempt(ctx, log, targetPostgres, func(ctx context.Context) error { return h.park(ctx, dl) })
+	r := message.Parse(envelope(m))
+	if r.Rejection != nil {
+		err := h.attempt(ctx, log, targetPostgres, func(ctx context.Context) error { return h.park(ctx, r.DeadLetter) })
 		if err != nil {
-			log.Error("cannot park invalid message; the broker will deliver it again", "reason", rej.Reason, "err", err)
+			log.Error("cannot park invalid message; the broker will deliver it again", "reason", r.Rejection.Reason, "err", err)
 			return "", err
 		}
-		h.metrics.rejections.WithLabelValues(rej.Kind).Inc()
-		log.Warn("invalid message parked in dead_letters", "reason", rej.Reason, "body_bytes", len(m.Body))
+		h.metrics.rejections.WithLabelValues(r.Rejection.Kind).Inc()
+		log.Warn("invalid message parked in dead_letters", "reason", r.Rejection.Reason, "body_bytes", len(m.Body))
 		return resultParked, nil
 	}
 
+	e := r.Event
 	log = log.With("order_id", e.OrderID, "version", e.Version, "status", string(e.Status), "event_id", e.EventID)
-	if mm := message.CheckEnvelope(e, m.GetKeys(), m.GetTags()); len(mm) > 0 {
-		for _, f := range mm {
+	if len(r.Mismatch) > 0 {
+		for _, f := range r.Mismatch {
 			h.metrics.mismatches.WithLabelValues(f).Inc()
 		}
-		log.Warn("message keys or tag disagree with the body; the body is authoritative", "mismatch", mm)
+		log.Warn("message keys or tag disagree with the body; the body is authoritative", "mismatch", r.Mismatch)
 	}
-	err = h.attempt(ctx, log, targetTemporal, func(ctx context.Context) error { return h.deliver(ctx, e) })
+	err := h.attempt(ctx, log, targetTemporal, func(ctx context.Context) error { return h.deliver(ctx, e) })
 	if err != nil {
 		log.Error("cannot deliver event to Temporal; the broker will deliver it again", "err", err)
 		return "", err
@@ -146,27 +131,14 @@ func (h *handler) attempt(ctx context.Context, log *slog.Logger, target string, 
 	}
 }
 
-// maxKeysLen bounds the keys and tags stored with a dead letter.
-const maxKeysLen = 1024
-
-// deadLetter is the dead_letters record of an invalid message. Keys, tags
-// and message ID are made storable as text; the body is kept byte for byte.
-func deadLetter(m *primitive.MessageExt, reason string) activities.DeadLetter {
-	dl := activities.DeadLetter{
-		Topic:     message.Sanitize(m.Topic, maxKeysLen),
-		MessageID: message.Sanitize(originalMessageID(m), maxKeysLen),
-		Keys:      message.Sanitize(m.GetKeys(), maxKeysLen),
-		Tags:      message.Sanitize(m.GetTags(), maxKeysLen),
-		Body:      m.Body,
-		Reason:    reason,
-	}
-	if dl.Body == nil {
-		dl.Body = []byte{}
-	}
+// envelope is the message as received, for message.Parse.
+func envelope(m *primitive.MessageExt) message.Envelope {
+	var storedAt time.Time
 	if m.StoreTimestamp > 0 {
-		dl.StoredAt = time.UnixMilli(m.StoreTimestamp).UTC()
+		storedAt = time.UnixMilli(m.StoreTimestamp).UTC()
 	}
-	return dl
+	return message.NewEnvelope(m.Topic, originalMessageID(m), m.GetKeys(), m.GetTags(), m.Body, storedAt,
+		mq.InflateRefused(m))
 }
 
 // originalMessageID is the ID the producer's send returned: a message the

@@ -16,13 +16,13 @@ import (
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
-	"github.com/orderflow/orderflow/activities"
 	"github.com/orderflow/orderflow/config"
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/internal/obs"
 	"github.com/orderflow/orderflow/internal/profiling"
 	"github.com/orderflow/orderflow/message"
+	"github.com/orderflow/orderflow/store"
 	"github.com/orderflow/orderflow/workflows"
 )
 
@@ -275,15 +275,11 @@ func serveBridge(ctx context.Context, stopSignals func(), cfg bridgeConfig, log 
 	}
 	defer stopPprof()
 
-	db, err := activities.OpenDB(ctx, cfg.DatabaseURL, cfg.Concurrency+2)
+	db, err := store.Open(ctx, cfg.DatabaseURL, cfg.Concurrency+2)
 	if err != nil {
 		return err
 	}
-	sqlDB, err := db.DB()
-	if err != nil {
-		return fmt.Errorf("open database: %w", err)
-	}
-	defer sqlDB.Close()
+	defer db.Close()
 
 	// A lazy client connects on first use, so the bridge starts (and keeps
 	// its messages unacked) while Temporal is unreachable.
@@ -298,13 +294,12 @@ func serveBridge(ctx context.Context, stopSignals func(), cfg bridgeConfig, log 
 	}
 	defer tc.Close()
 
-	acts := &activities.Activities{DB: db, Topic: cfg.Topic}
 	b, err := newBridge(cfg, bridgeDeps{
 		Log:      log,
 		Registry: metrics.Registry,
 		Deliver:  temporalDeliver(tc, cfg.TaskQueue, cfg.Workflow),
-		Park:     dbPark(acts),
-		Checks:   []obs.Check{obs.TemporalCheck(tc), obs.PingCheck("postgres", sqlDB)},
+		Park:     storePark(db),
+		Checks:   []obs.Check{obs.TemporalCheck(tc), {Name: "postgres", Check: db.Ping}},
 	})
 	if err != nil {
 		return err
@@ -324,10 +319,10 @@ func temporalDeliver(c client.Client, taskQueue string, p workflows.Params) Deli
 	}
 }
 
-// dbPark parks dead letters with the activities' ParkDeadLetter.
-func dbPark(a *activities.Activities) ParkFunc {
-	return func(ctx context.Context, dl activities.DeadLetter) error {
-		_, err := a.ParkDeadLetter(ctx, dl)
+// storePark parks dead letters in the database.
+func storePark(s *store.Store) ParkFunc {
+	return func(ctx context.Context, dl message.DeadLetter) error {
+		_, err := s.ParkDeadLetter(ctx, dl)
 		return err
 	}
 }

@@ -10,10 +10,10 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/orderflow/orderflow/activities"
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/obs"
 	"github.com/orderflow/orderflow/internal/testenv"
+	"github.com/orderflow/orderflow/store"
 )
 
 // Valid messages become order_events rows through Temporal; invalid ones
@@ -65,7 +65,7 @@ func TestBridgeSignalsValidAndParksInvalid(t *testing.T) {
 	e.publishRaw(t, oddBody, "some-other-order", "CANCELLED")
 	want = append(want, odd.Key())
 
-	b := startBridge(t, e.config(), temporalDeliver(e.tc, e.taskQueue, testParams), dbPark(&activities.Activities{DB: e.db}))
+	b := startBridge(t, e.config(), temporalDeliver(e.tc, e.taskQueue, testParams), storePark(store.New(e.db)))
 	e.waitAccounted(t, want, len(bad), 90*time.Second)
 
 	dead := e.deadLetters(t)
@@ -178,7 +178,7 @@ func TestBridgeOutageLosesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := startBridge(t, cfg, temporalDeliver(tc, e.taskQueue, testParams), dbPark(&activities.Activities{DB: parkDB}),
+	b := startBridge(t, cfg, temporalDeliver(tc, e.taskQueue, testParams), storePark(store.New(parkDB)),
 		obs.TemporalCheck(tc), obs.PingCheck("postgres", parkSQL))
 	var want []fsm.Key
 	for n := 0; n < orders; n++ {

@@ -13,8 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/orderflow/orderflow/activities"
 	"github.com/orderflow/orderflow/fsm"
+	"github.com/orderflow/orderflow/message"
 )
 
 const goodBody = `{"event_id":"e1","order_id":"o-1","user_id":3,"status":"PAID","version":2,"amount_cents":500,"occurred_at":"2025-01-02T03:04:05Z"}`
@@ -40,7 +40,7 @@ func msg(body string) *primitive.MessageExt {
 }
 
 func noPark(t *testing.T) ParkFunc {
-	return func(context.Context, activities.DeadLetter) error {
+	return func(context.Context, message.DeadLetter) error {
 		t.Error("a valid message was parked")
 		return nil
 	}
@@ -116,9 +116,9 @@ func TestHandlerStopsRetryingWhenCancelled(t *testing.T) {
 }
 
 func TestHandlerParksInvalidAndKeepsItWhenParkingFails(t *testing.T) {
-	var got activities.DeadLetter
+	var got message.DeadLetter
 	fail := true
-	h := testHandler(t, noDeliver(t), func(_ context.Context, dl activities.DeadLetter) error {
+	h := testHandler(t, noDeliver(t), func(_ context.Context, dl message.DeadLetter) error {
 		if fail {
 			return errors.New("database down")
 		}
@@ -135,8 +135,8 @@ func TestHandlerParksInvalidAndKeepsItWhenParkingFails(t *testing.T) {
 	if err := h.handle(context.Background(), m); err != nil {
 		t.Fatalf("handle: %v", err)
 	}
-	want := activities.DeadLetter{Topic: "T", MessageID: "ORIGINAL", Keys: "key\uFFFD", Tags: "PAID",
-		Body: []byte(`{"order_id":`), Reason: "malformed_json: unexpected end of JSON input"}
+	want := message.DeadLetter{Envelope: message.Envelope{Topic: "T", MessageID: "ORIGINAL", Keys: "key\uFFFD", Tags: "PAID",
+		Body: []byte(`{"order_id":`)}, Reason: "malformed_json: unexpected end of JSON input"}
 	if got.Topic != want.Topic || got.MessageID != want.MessageID || got.Keys != want.Keys || got.Tags != want.Tags ||
 		string(got.Body) != string(want.Body) || got.Reason != want.Reason || got.StoredAt.IsZero() {
 		t.Fatalf("dead letter %+v, want %+v", got, want)

@@ -31,7 +31,9 @@ import (
 	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/internal/obs"
 	"github.com/orderflow/orderflow/internal/testenv"
+	"github.com/orderflow/orderflow/store"
 	"github.com/orderflow/orderflow/workflows"
+	"github.com/orderflow/orderflow/workflows/api"
 )
 
 // testParams keep test workflows short-lived.
@@ -81,7 +83,7 @@ func (e *env) startWorker(t *testing.T) {
 	t.Helper()
 	w := worker.New(e.tc, e.taskQueue, worker.Options{})
 	workflows.Register(w)
-	w.RegisterActivity(&activities.Activities{DB: e.db, Topic: e.topic})
+	w.RegisterActivity(&activities.Activities{Store: store.New(e.db), Topic: e.topic})
 	if err := w.Start(); err != nil {
 		t.Fatalf("start worker: %v", err)
 	}
@@ -137,7 +139,7 @@ func (e *env) publishRaw(t *testing.T, body []byte, keys, tag string) {
 func (e *env) terminate(t *testing.T, orders int) {
 	t.Cleanup(func() {
 		for n := 0; n < orders; n++ {
-			_ = e.tc.TerminateWorkflow(context.Background(), workflows.WorkflowID(fmt.Sprintf("%s-%d", e.prefix, n)), "", "test finished")
+			_ = e.tc.TerminateWorkflow(context.Background(), api.WorkflowID(fmt.Sprintf("%s-%d", e.prefix, n)), "", "test finished")
 		}
 	})
 }

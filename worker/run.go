@@ -17,6 +17,7 @@ import (
 	"github.com/orderflow/orderflow/config"
 	"github.com/orderflow/orderflow/internal/obs"
 	"github.com/orderflow/orderflow/internal/profiling"
+	"github.com/orderflow/orderflow/store"
 	"github.com/orderflow/orderflow/workflows"
 )
 
@@ -118,15 +119,11 @@ func serve(ctx context.Context, stop context.CancelFunc, cfg config.Config, o op
 	logger.Info("worker starting", "temporal", cfg.TemporalAddress, "namespace", cfg.TemporalNamespace,
 		"task_queue", cfg.TaskQueue, "metrics_addr", o.MetricsAddr)
 
-	db, err := activities.OpenDB(ctx, cfg.DatabaseURL, o.DBMaxOpenConns)
+	db, err := store.Open(ctx, cfg.DatabaseURL, o.DBMaxOpenConns)
 	if err != nil {
 		return err
 	}
-	sqlDB, err := db.DB()
-	if err != nil {
-		return fmt.Errorf("open database: %w", err)
-	}
-	defer sqlDB.Close()
+	defer db.Close()
 	logger.Info("database migrated")
 
 	m, err := obs.NewMetrics()
@@ -146,7 +143,7 @@ func serve(ctx context.Context, stop context.CancelFunc, cfg config.Config, o op
 	defer tc.Close()
 
 	srv, err := obs.NewServer(o.MetricsAddr, m.Registry, logger,
-		obs.PingCheck("postgres", sqlDB), obs.TemporalCheck(tc))
+		obs.Check{Name: "postgres", Check: db.Ping}, obs.TemporalCheck(tc))
 	if err != nil {
 		return err
 	}
@@ -182,7 +179,7 @@ func serve(ctx context.Context, stop context.CancelFunc, cfg config.Config, o op
 		},
 	})
 	workflows.Register(w)
-	w.RegisterActivity(&activities.Activities{DB: db, Metrics: own, Topic: cfg.Topic})
+	w.RegisterActivity(&activities.Activities{Store: db, Metrics: own, Topic: cfg.Topic})
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker on task queue %s: %w", cfg.TaskQueue, err)
 	}

@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/orderflow/orderflow/internal/testenv"
+	"github.com/orderflow/orderflow/internal/workflowtest"
 	"github.com/orderflow/orderflow/workflows"
-	"github.com/orderflow/orderflow/workflows/workflowtest"
 )
 
 func TestParseDefaultsEnvAndFlags(t *testing.T) {

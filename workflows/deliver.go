@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/orderflow/orderflow/fsm"
+	"github.com/orderflow/orderflow/workflows/api"
 )
 
 // ErrDeliver is wrapped by every error Deliver returns for an event that
@@ -21,7 +22,7 @@ var ErrDeliver = errors.New("deliver order event")
 // a fresh run (ALLOW_DUPLICATE), which rehydrates from PostgreSQL.
 func StartOptions(taskQueue, orderID string) client.StartWorkflowOptions {
 	return client.StartWorkflowOptions{
-		ID:                       WorkflowID(orderID),
+		ID:                       api.WorkflowID(orderID),
 		TaskQueue:                taskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
@@ -31,19 +32,17 @@ func StartOptions(taskQueue, orderID string) client.StartWorkflowOptions {
 // Deliver hands one event to its order's workflow with SignalWithStart: it
 // signals the running workflow, or starts one (with params) and signals it.
 // When Deliver returns nil the signal is in the workflow's history, so the
-// caller may acknowledge the message. An invalid event is refused before
-// anything is sent (the error wraps fsm.ErrInvalidEvent).
+// caller may acknowledge the message. The event must be valid (the caller
+// parsed it: message.Parse); the workflow validates what it receives.
 func Deliver(ctx context.Context, c client.Client, taskQueue string, params Params, e fsm.Event) error {
-	if err := e.Validate(); err != nil {
-		return fmt.Errorf("%w %s: %w", ErrDeliver, e.Key(), err)
-	}
 	if taskQueue == "" {
 		return fmt.Errorf("%w %s: empty task queue", ErrDeliver, e.Key())
 	}
-	_, err := c.SignalWithStartWorkflow(ctx, WorkflowID(e.OrderID), SignalEvent, e,
-		StartOptions(taskQueue, e.OrderID), WorkflowType, Input{Params: params})
+	id := api.WorkflowID(e.OrderID)
+	_, err := c.SignalWithStartWorkflow(ctx, id, api.SignalEvent, e,
+		StartOptions(taskQueue, e.OrderID), api.WorkflowType, Input{Params: params})
 	if err != nil {
-		return fmt.Errorf("%w %s to %s: %w", ErrDeliver, e.Key(), WorkflowID(e.OrderID), err)
+		return fmt.Errorf("%w %s to %s: %w", ErrDeliver, e.Key(), id, err)
 	}
 	return nil
 }

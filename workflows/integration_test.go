@@ -12,8 +12,9 @@ import (
 
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/testenv"
+	"github.com/orderflow/orderflow/internal/workflowtest"
 	"github.com/orderflow/orderflow/workflows"
-	"github.com/orderflow/orderflow/workflows/workflowtest"
+	"github.com/orderflow/orderflow/workflows/api"
 )
 
 // TestStreamOnRealServices sends 100 orders' events, shuffled and
@@ -50,11 +51,11 @@ func TestStreamOnRealServices(t *testing.T) {
 	// consistent).
 	o := sc.Expected.Orders[0]
 	waitFor(t, 20*time.Second, func() error {
-		d, err := c.DescribeWorkflow(context.Background(), workflows.WorkflowID(o.OrderID), "")
+		d, err := c.DescribeWorkflow(context.Background(), api.WorkflowID(o.OrderID), "")
 		if err != nil {
 			return err
 		}
-		got, _ := d.TypedSearchAttributes.GetKeyword(workflows.OrderStatusKey)
+		got, _ := d.TypedSearchAttributes.GetKeyword(api.OrderStatusKey)
 		if got != string(o.Status) {
 			return errors.New("OrderStatus is " + got + ", want " + string(o.Status))
 		}
@@ -77,7 +78,7 @@ func TestLateEventAfterClose(t *testing.T) {
 	orderID := testenv.UniqueName("late")
 	params := workflows.Params{GracePeriod: time.Second, IdleTimeout: time.Minute}
 	t.Cleanup(func() {
-		_ = c.TerminateWorkflow(context.Background(), workflows.WorkflowID(orderID), "", "test finished")
+		_ = c.TerminateWorkflow(context.Background(), api.WorkflowID(orderID), "", "test finished")
 	})
 
 	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -94,7 +95,7 @@ func TestLateEventAfterClose(t *testing.T) {
 	}
 	first := waitClosed(t, c, orderID, "")
 	var r1 workflows.Result
-	if err := c.GetWorkflow(ctx, workflows.WorkflowID(orderID), first).Get(ctx, &r1); err != nil {
+	if err := c.GetWorkflow(ctx, api.WorkflowID(orderID), first).Get(ctx, &r1); err != nil {
 		t.Fatalf("first run result: %v", err)
 	}
 	if r1.Reason != workflows.ReasonGracePeriod || r1.State.Order.Status != fsm.Completed || r1.State.Points != 250 {
@@ -111,7 +112,7 @@ func TestLateEventAfterClose(t *testing.T) {
 	}
 	second := waitClosed(t, c, orderID, first)
 	var r2 workflows.Result
-	if err := c.GetWorkflow(ctx, workflows.WorkflowID(orderID), second).Get(ctx, &r2); err != nil {
+	if err := c.GetWorkflow(ctx, api.WorkflowID(orderID), second).Get(ctx, &r2); err != nil {
 		t.Fatalf("second run result: %v", err)
 	}
 	s := r2.State
@@ -158,7 +159,7 @@ func waitClosed(t *testing.T, c client.Client, orderID, notRunID string) string 
 	t.Helper()
 	var runID string
 	waitFor(t, 60*time.Second, func() error {
-		d, err := c.DescribeWorkflowExecution(context.Background(), workflows.WorkflowID(orderID), "")
+		d, err := c.DescribeWorkflowExecution(context.Background(), api.WorkflowID(orderID), "")
 		if err != nil {
 			return err
 		}

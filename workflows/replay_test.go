@@ -20,8 +20,9 @@ import (
 
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/testenv"
+	"github.com/orderflow/orderflow/internal/workflowtest"
 	"github.com/orderflow/orderflow/workflows"
-	"github.com/orderflow/orderflow/workflows/workflowtest"
+	"github.com/orderflow/orderflow/workflows/api"
 )
 
 // Recorded histories live in testdata/<scenario>[-runN].json. Re-record them
@@ -205,7 +206,7 @@ func closedChain(t *testing.T, c client.Client, orderID string) []string {
 // nil.
 func closedChainNoWait(c client.Client, orderID string) []string {
 	ctx := context.Background()
-	id := workflows.WorkflowID(orderID)
+	id := api.WorkflowID(orderID)
 	d, err := c.DescribeWorkflowExecution(ctx, id, "")
 	if err != nil || d.WorkflowExecutionInfo.Status != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
 		return nil
@@ -239,7 +240,7 @@ func history(ctx context.Context, c client.Client, id, runID string) *historypb.
 
 func writeHistory(t *testing.T, c client.Client, orderID, runID, path string) {
 	t.Helper()
-	h := history(context.Background(), c, workflows.WorkflowID(orderID), runID)
+	h := history(context.Background(), c, api.WorkflowID(orderID), runID)
 	if h == nil {
 		t.Fatalf("fetch history of %s run %s", orderID, runID)
 	}
@@ -263,5 +264,5 @@ func changedWorkflow(ctx workflow.Context, in workflows.Input) (workflows.Result
 }
 
 func workflowRegisterOptions() workflow.RegisterOptions {
-	return workflow.RegisterOptions{Name: workflows.WorkflowType}
+	return workflow.RegisterOptions{Name: api.WorkflowType}
 }

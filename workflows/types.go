@@ -95,6 +95,18 @@ type State struct {
 	TerminalAt  time.Time `json:"terminal_at"`
 }
 
+// awarded reports whether this chain of runs has confirmed the order's
+// ledger row of kind.
+func (s State) awarded(kind fsm.PointsKind) bool {
+	switch kind {
+	case fsm.Purchase:
+		return s.PurchaseAwarded
+	case fsm.Refund:
+		return s.RefundAwarded
+	}
+	return false
+}
+
 // Status is the order's status, or "" when it does not exist yet.
 func (s State) Status() fsm.Status {
 	if !s.Exists {
@@ -119,15 +131,3 @@ const (
 	ReasonGracePeriod = "grace-period"
 	ReasonIdleTimeout = "idle-timeout"
 )
-
-// netPoints is the order's purchase points minus any refund.
-func netPoints(o fsm.Order) int64 {
-	var p int64
-	if o.Purchased {
-		p += o.PurchasePoints
-	}
-	if o.Refunded {
-		p -= o.PurchasePoints
-	}
-	return p
-}

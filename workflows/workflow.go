@@ -13,21 +13,8 @@ import (
 
 	"github.com/orderflow/orderflow/activities"
 	"github.com/orderflow/orderflow/fsm"
+	"github.com/orderflow/orderflow/workflows/api"
 )
-
-// ErrorTypeInvalidEvent is the application error type of an activity
-// failure caused by an event that breaks the message contract; such
-// failures are not retried.
-const ErrorTypeInvalidEvent = activities.ErrTypeInvalidEvent
-
-// NonRetryableErrorTypes are the activity error types that are final: the
-// input is invalid, and trying again cannot help.
-var NonRetryableErrorTypes = []string{
-	activities.ErrTypeInvalidEvent, activities.ErrTypeInvalidInput, activities.ErrTypeUnknownOrder,
-}
-
-// OrderStatusKey is the typed key of the OrderStatus search attribute.
-var OrderStatusKey = temporal.NewSearchAttributeKeyKeyword(SearchAttributeOrderStatus)
 
 // ActivityOptions are the options of every activity OrderWorkflow runs:
 // a bounded attempt, retried with exponential backoff until it succeeds,
@@ -40,7 +27,7 @@ func ActivityOptions() workflow.ActivityOptions {
 			BackoffCoefficient:     2,
 			MaximumInterval:        30 * time.Second,
 			MaximumAttempts:        0, // unlimited
-			NonRetryableErrorTypes: append([]string(nil), NonRetryableErrorTypes...),
+			NonRetryableErrorTypes: api.NonRetryableErrorTypes(),
 		},
 	}
 }
@@ -73,7 +60,7 @@ const (
 
 // Register registers OrderWorkflow under its type name WorkflowType.
 func Register(r worker.WorkflowRegistry) {
-	r.RegisterWorkflowWithOptions(OrderWorkflow, workflow.RegisterOptions{Name: WorkflowType})
+	r.RegisterWorkflowWithOptions(OrderWorkflow, workflow.RegisterOptions{Name: api.WorkflowType})
 }
 
 // OrderWorkflow is the durable serializer of one order's events. It handles
@@ -89,7 +76,7 @@ func Register(r worker.WorkflowRegistry) {
 // state and draining pending signals first.
 func OrderWorkflow(ctx workflow.Context, in Input) (Result, error) {
 	info := workflow.GetInfo(ctx)
-	orderID, ok := OrderIDFromWorkflowID(info.WorkflowExecution.ID)
+	orderID, ok := api.OrderIDFromWorkflowID(info.WorkflowExecution.ID)
 	if !ok {
 		return Result{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("workflow ID %q is not an order workflow ID", info.WorkflowExecution.ID), "BadWorkflowID", nil)
@@ -113,8 +100,8 @@ func OrderWorkflow(ctx workflow.Context, in Input) (Result, error) {
 		logger:   log.With(workflow.GetLogger(ctx), "order_id", orderID),
 		params:   in.Params.withDefaults(),
 	}
-	if err := workflow.SetQueryHandler(ctx, QueryState, func() (State, error) { return r.state.clone(), nil }); err != nil {
-		return Result{}, fmt.Errorf("register %s query: %w", QueryState, err)
+	if err := workflow.SetQueryHandler(ctx, api.QueryState, func() (State, error) { return r.state.clone(), nil }); err != nil {
+		return Result{}, fmt.Errorf("register %s query: %w", api.QueryState, err)
 	}
 	if in.Carry != nil {
 		r.state = in.Carry.clone()
@@ -134,7 +121,7 @@ func OrderWorkflow(ctx workflow.Context, in Input) (Result, error) {
 	if err := r.upsertStatus(); err != nil {
 		return Result{}, err
 	}
-	return r.loop(workflow.GetSignalChannel(ctx, SignalEvent))
+	return r.loop(workflow.GetSignalChannel(ctx, api.SignalEvent))
 }
 
 // run is one run of OrderWorkflow.
@@ -153,13 +140,17 @@ type run struct {
 	coalesce bool
 }
 
-// execute runs the activity name as a local activity or a regular one, as
-// the run's version says.
-func (r *run) execute(name string, arg any) workflow.Future {
+// acts is the receiver of the activities' method values: the worker runs
+// the registered instance, so the workflow needs none of its dependencies.
+var acts *activities.Activities
+
+// execute runs the activity as a local activity or a regular one, as the
+// run's version says.
+func (r *run) execute(activity, arg any) workflow.Future {
 	if r.local {
-		return workflow.ExecuteLocalActivity(r.ctx, name, arg)
+		return workflow.ExecuteLocalActivity(r.ctx, activity, arg)
 	}
-	return workflow.ExecuteActivity(r.ctx, name, arg)
+	return workflow.ExecuteActivity(r.ctx, activity, arg)
 }
 
 func (s State) clone() State {
@@ -178,7 +169,7 @@ func (s State) clone() State {
 // rehydrate loads the order and its recorded business keys from PostgreSQL.
 func (r *run) rehydrate(orderID string) error {
 	var res activities.LoadOrderResult
-	if err := r.execute(activities.NameLoadOrder, orderID).Get(r.ctx, &res); err != nil {
+	if err := r.execute(acts.LoadOrder, orderID).Get(r.ctx, &res); err != nil {
 		return fmt.Errorf("load order %s: %w", orderID, err)
 	}
 	r.state = State{
@@ -190,7 +181,7 @@ func (r *run) rehydrate(orderID string) error {
 	}
 	if res.Found {
 		r.state.Order = res.Order
-		r.state.Points = netPoints(res.Order)
+		r.state.Points = res.Order.NetPoints()
 	}
 	for v, h := range res.Versions {
 		r.state.Recorded[v] = h
@@ -328,7 +319,7 @@ func (r *run) continueAsNew(ch workflow.ReceiveChannel) error {
 	carry := r.state.clone()
 	r.logger.Info("order workflow continuing as new", "processed", carry.Processed,
 		"history_length", workflow.GetInfo(r.ctx).GetCurrentHistoryLength(), "status", carry.Order.Status)
-	return workflow.NewContinueAsNewError(r.ctx, WorkflowType, Input{Params: r.params, Carry: &carry})
+	return workflow.NewContinueAsNewError(r.ctx, api.WorkflowType, Input{Params: r.params, Carry: &carry})
 }
 
 // handle judges and applies one event. It returns an error only when the
@@ -364,7 +355,7 @@ func (r *run) handle(e fsm.Event) error {
 	local := fsm.Decide(cur, e)
 
 	var res activities.ApplyEventResult
-	err := r.execute(activities.NameApplyEvent, activities.ApplyEventInput{Event: e}).Get(ctx, &res)
+	err := r.execute(acts.ApplyEvent, activities.ApplyEventInput{Event: e}).Get(ctx, &res)
 	if err != nil {
 		if temporal.IsCanceledError(err) {
 			return err
@@ -392,7 +383,7 @@ func (r *run) handle(e fsm.Event) error {
 			r.state.Exists = true
 		}
 	}
-	r.state.Points = netPoints(r.state.Order)
+	r.state.Points = r.state.Order.NetPoints()
 	if r.state.Order.Status.Terminal() && r.state.TerminalAt.IsZero() {
 		r.state.TerminalAt = workflow.Now(ctx)
 	}
@@ -429,7 +420,7 @@ func (r *run) award(kind fsm.PointsKind, points, version int64, logger log.Logge
 	in := activities.AwardPointsInput{OrderID: r.state.OrderID, UserID: r.state.Order.PointsUser(), Kind: kind,
 		Points: points, Version: version}
 	var pr activities.AwardPointsResult
-	if err := r.execute(activities.NameAwardPoints, in).Get(ctx, &pr); err != nil {
+	if err := r.execute(acts.AwardPoints, in).Get(ctx, &pr); err != nil {
 		if temporal.IsCanceledError(err) {
 			return err
 		}
@@ -451,17 +442,14 @@ func (r *run) award(kind fsm.PointsKind, points, version int64, logger log.Logge
 // due: after a retried ApplyEvent whose first completion was lost, or in a
 // fresh run, the decision alone does not say so.
 func (r *run) reconcilePoints(logger log.Logger) error {
-	o := r.state.Order
 	if !r.state.Exists {
 		return nil
 	}
-	if o.Purchased && !r.state.PurchaseAwarded {
-		if err := r.award(fsm.Purchase, o.PurchasePoints, o.Version, logger); err != nil {
-			return err
+	for _, p := range r.state.Order.PointsDue() {
+		if r.state.awarded(p.Kind) {
+			continue
 		}
-	}
-	if o.Refunded && !r.state.RefundAwarded {
-		if err := r.award(fsm.Refund, -o.PurchasePoints, o.Version, logger); err != nil {
+		if err := r.award(p.Kind, p.Points, r.state.Order.Version, logger); err != nil {
 			return err
 		}
 	}
@@ -474,8 +462,8 @@ func (r *run) upsertStatus() error {
 	if st == "" || st == r.status {
 		return nil
 	}
-	if err := workflow.UpsertTypedSearchAttributes(r.ctx, OrderStatusKey.ValueSet(string(st))); err != nil {
-		return fmt.Errorf("upsert %s=%s: %w", SearchAttributeOrderStatus, st, err)
+	if err := workflow.UpsertTypedSearchAttributes(r.ctx, api.OrderStatusKey.ValueSet(string(st))); err != nil {
+		return fmt.Errorf("upsert %s=%s: %w", api.SearchAttributeOrderStatus, st, err)
 	}
 	r.status = st
 	return nil
@@ -485,5 +473,5 @@ func (r *run) upsertStatus() error {
 // NonRetryableErrorTypes.
 func isNonRetryable(err error) bool {
 	var appErr *temporal.ApplicationError
-	return errors.As(err, &appErr) && slices.Contains(NonRetryableErrorTypes, appErr.Type())
+	return errors.As(err, &appErr) && slices.Contains(api.NonRetryableErrorTypes(), appErr.Type())
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/orderflow/orderflow/activities"
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/testenv"
+	"github.com/orderflow/orderflow/workflows/api"
 )
 
 // fakeDB stands in for the activities in the SDK's test environment: it
@@ -117,14 +118,14 @@ func newHarness(t *testing.T, orderID string) *harness {
 	s.SetLogger(testenv.QuietTemporalLogger())
 	env := s.NewTestWorkflowEnvironment()
 	h := &harness{t: t, env: env, db: newFakeDB()}
-	env.RegisterWorkflowWithOptions(OrderWorkflow, workflow.RegisterOptions{Name: WorkflowType})
-	env.RegisterActivityWithOptions(h.db.LoadOrder, activity.RegisterOptions{Name: activities.NameLoadOrder})
-	env.RegisterActivityWithOptions(h.db.ApplyEvent, activity.RegisterOptions{Name: activities.NameApplyEvent})
-	env.RegisterActivityWithOptions(h.db.AwardPoints, activity.RegisterOptions{Name: activities.NameAwardPoints})
-	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: WorkflowID(orderID), TaskQueue: "test"})
+	env.RegisterWorkflowWithOptions(OrderWorkflow, workflow.RegisterOptions{Name: api.WorkflowType})
+	env.RegisterActivityWithOptions(h.db.LoadOrder, activity.RegisterOptions{Name: api.ActivityLoadOrder})
+	env.RegisterActivityWithOptions(h.db.ApplyEvent, activity.RegisterOptions{Name: api.ActivityApplyEvent})
+	env.RegisterActivityWithOptions(h.db.AwardPoints, activity.RegisterOptions{Name: api.ActivityAwardPoints})
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: api.WorkflowID(orderID), TaskQueue: "test"})
 	env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
 		sa := args.Get(0).(temporal.SearchAttributes)
-		v, _ := sa.GetKeyword(OrderStatusKey)
+		v, _ := sa.GetKeyword(api.OrderStatusKey)
 		h.sa = append(h.sa, v)
 	}).Return(nil)
 	env.SetTestTimeout(30 * time.Second)
@@ -135,16 +136,16 @@ func newHarness(t *testing.T, orderID string) *harness {
 func (h *harness) send(at time.Duration, events ...fsm.Event) {
 	h.env.RegisterDelayedCallback(func() {
 		for _, e := range events {
-			h.env.SignalWorkflow(SignalEvent, e)
+			h.env.SignalWorkflow(api.SignalEvent, e)
 		}
 	}, at)
 }
 
 func (h *harness) query() State {
 	h.t.Helper()
-	v, err := h.env.QueryWorkflow(QueryState)
+	v, err := h.env.QueryWorkflow(api.QueryState)
 	if err != nil {
-		h.t.Fatalf("query %s: %v", QueryState, err)
+		h.t.Fatalf("query %s: %v", api.QueryState, err)
 	}
 	var s State
 	if err := v.Get(&s); err != nil {
@@ -155,7 +156,7 @@ func (h *harness) query() State {
 
 func (h *harness) run(in Input) Result {
 	h.t.Helper()
-	h.env.ExecuteWorkflow(WorkflowType, in)
+	h.env.ExecuteWorkflow(api.WorkflowType, in)
 	if !h.env.IsWorkflowCompleted() {
 		h.t.Fatal("workflow did not complete")
 	}
@@ -366,7 +367,7 @@ func TestFreshRunRehydratesLateEventIsStale(t *testing.T) {
 func TestInvalidInputIsCountedNotFatal(t *testing.T) {
 	h := newHarness(t, "X-1")
 	// Retryable by itself: only the activity options make it final.
-	h.db.failApply[2] = temporal.NewApplicationError("bad event", ErrorTypeInvalidEvent)
+	h.db.failApply[2] = temporal.NewApplicationError("bad event", api.ErrTypeInvalidEvent)
 	bad := ev("X-1", 3, fsm.Paid, 100)
 	bad.UserID = 0 // breaks the contract: never reaches the database
 	other := ev("Y-9", 3, fsm.Paid, 100)
@@ -408,7 +409,7 @@ func continuedInput(t *testing.T, err error) Input {
 	if !errors.As(err, &can) {
 		t.Fatalf("workflow error = %v, want continue-as-new", err)
 	}
-	if can.WorkflowType.Name != WorkflowType {
+	if can.WorkflowType.Name != api.WorkflowType {
 		t.Errorf("continued as %s", can.WorkflowType.Name)
 	}
 	var in Input
@@ -429,7 +430,7 @@ func TestContinueAsNewDrainsAndCarries(t *testing.T) {
 	// Five signals arrive together: the run reaches its limit after two,
 	// drains the other three, then continues as new.
 	h.send(time.Second, e[0], e[1], e[1], e[3], e[2])
-	h.env.ExecuteWorkflow(WorkflowType, Input{Params: p})
+	h.env.ExecuteWorkflow(api.WorkflowType, Input{Params: p})
 	in := continuedInput(t, h.env.GetWorkflowError())
 	c := in.Carry
 	if c.Processed != 5 || c.Count(fsm.Applied) != 3 || c.Count(fsm.Duplicate) != 1 || c.Count(fsm.Stale) != 1 {
@@ -462,7 +463,7 @@ func TestContinueAsNewWhenSuggested(t *testing.T) {
 	h := newHarness(t, "S-1")
 	h.env.SetContinueAsNewSuggested(true)
 	h.send(time.Second, ev("S-1", 1, fsm.Created, 100), ev("S-1", 2, fsm.Paid, 100))
-	h.env.ExecuteWorkflow(WorkflowType, Input{Params: params()})
+	h.env.ExecuteWorkflow(api.WorkflowType, Input{Params: params()})
 	in := continuedInput(t, h.env.GetWorkflowError())
 	if in.Carry.Processed != 2 || in.Carry.Order.Status != fsm.Paid {
 		t.Errorf("carried processed %d status %s", in.Carry.Processed, in.Carry.Order.Status)
@@ -472,9 +473,9 @@ func TestContinueAsNewWhenSuggested(t *testing.T) {
 func TestBadWorkflowID(t *testing.T) {
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
-	env.RegisterWorkflowWithOptions(OrderWorkflow, workflow.RegisterOptions{Name: WorkflowType})
+	env.RegisterWorkflowWithOptions(OrderWorkflow, workflow.RegisterOptions{Name: api.WorkflowType})
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "not-an-order"})
-	env.ExecuteWorkflow(WorkflowType, Input{})
+	env.ExecuteWorkflow(api.WorkflowType, Input{})
 	if err := env.GetWorkflowError(); err == nil {
 		t.Fatal("workflow with a foreign ID succeeded")
 	}
@@ -483,11 +484,11 @@ func TestBadWorkflowID(t *testing.T) {
 func TestCancelHandlesDeliveredSignalsFirst(t *testing.T) {
 	h := newHarness(t, "Z-1")
 	h.env.RegisterDelayedCallback(func() {
-		h.env.SignalWorkflow(SignalEvent, ev("Z-1", 1, fsm.Created, 100))
-		h.env.SignalWorkflow(SignalEvent, ev("Z-1", 2, fsm.Paid, 100))
+		h.env.SignalWorkflow(api.SignalEvent, ev("Z-1", 1, fsm.Created, 100))
+		h.env.SignalWorkflow(api.SignalEvent, ev("Z-1", 2, fsm.Paid, 100))
 		h.env.CancelWorkflow()
 	}, time.Second)
-	h.env.ExecuteWorkflow(WorkflowType, Input{Params: params()})
+	h.env.ExecuteWorkflow(api.WorkflowType, Input{Params: params()})
 	err := h.env.GetWorkflowError()
 	var canceled *temporal.CanceledError
 	if !errors.As(err, &canceled) {

@@ -18,7 +18,7 @@ import (
 	"github.com/compose-spec/compose-go/v2/types"
 
 	"github.com/orderflow/orderflow/config"
-	"github.com/orderflow/orderflow/workflows"
+	"github.com/orderflow/orderflow/workflows/api"
 )
 
 // Local ports of the stack (scripts/stack.sh and DESIGN.md); docker-compose
@@ -196,8 +196,8 @@ func composeProblems(root string, p *types.Project) []string {
 				}
 			}
 		}
-		if e["ORDERFLOW_TASK_QUEUE"] != workflows.TaskQueue {
-			bad("service %s: ORDERFLOW_TASK_QUEUE = %q, want workflows.TaskQueue %q", svc, e["ORDERFLOW_TASK_QUEUE"], workflows.TaskQueue)
+		if e["ORDERFLOW_TASK_QUEUE"] != api.DefaultTaskQueue {
+			bad("service %s: ORDERFLOW_TASK_QUEUE = %q, want api.DefaultTaskQueue %q", svc, e["ORDERFLOW_TASK_QUEUE"], api.DefaultTaskQueue)
 		}
 		sc := p.Services[svc]
 		if want := []string{"./" + svc}; !slices.Equal([]string(sc.Command), want) {
@@ -242,8 +242,8 @@ func composeProblems(root string, p *types.Project) []string {
 		bad("service temporal-ui: TEMPORAL_ADDRESS = %q, want temporal:7233", got)
 	}
 	setup := strings.Join(p.Services["temporal-setup"].Command, " ")
-	if !strings.Contains(setup, "--name "+workflows.SearchAttributeOrderStatus) || !strings.Contains(setup, "--type Keyword") {
-		bad("service temporal-setup: want it to create search attribute %s of type Keyword; command %q", workflows.SearchAttributeOrderStatus, setup)
+	if !strings.Contains(setup, "--name "+api.SearchAttributeOrderStatus) || !strings.Contains(setup, "--type Keyword") {
+		bad("service temporal-setup: want it to create search attribute %s of type Keyword; command %q", api.SearchAttributeOrderStatus, setup)
 	}
 	tmp := env(p, "temporal")
 	if tmp["POSTGRES_SEEDS"] != "postgres" {

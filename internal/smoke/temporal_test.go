@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/orderflow/orderflow/internal/testenv"
-	"github.com/orderflow/orderflow/workflows"
+	"github.com/orderflow/orderflow/workflows/api"
 )
 
 // shout is the smoke test's activity.
@@ -54,7 +54,7 @@ func TestTemporalWorkflow(t *testing.T) {
 		TaskQueue:                queue,
 		WorkflowExecutionTimeout: time.Minute,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
-			temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttributeOrderStatus).ValueSet("SMOKE"),
+			temporal.NewSearchAttributeKeyKeyword(api.SearchAttributeOrderStatus).ValueSet("SMOKE"),
 		),
 	}, greetWorkflow, "orderflow")
 	if err != nil {
@@ -75,7 +75,7 @@ func TestTemporalWorkflow(t *testing.T) {
 	if st := desc.GetWorkflowExecutionInfo().GetStatus().String(); st != "Completed" {
 		t.Fatalf("workflow status = %s, want Completed", st)
 	}
-	if _, ok := desc.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()[workflows.SearchAttributeOrderStatus]; !ok {
-		t.Fatalf("search attribute %s not set on the workflow: is it registered on the server?", workflows.SearchAttributeOrderStatus)
+	if _, ok := desc.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()[api.SearchAttributeOrderStatus]; !ok {
+		t.Fatalf("search attribute %s not set on the workflow: is it registered on the server?", api.SearchAttributeOrderStatus)
 	}
 }

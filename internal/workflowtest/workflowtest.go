@@ -24,6 +24,8 @@ import (
 	"github.com/orderflow/orderflow/scenario"
 	"github.com/orderflow/orderflow/workflows"
 
+	"github.com/orderflow/orderflow/store"
+	"github.com/orderflow/orderflow/workflows/api"
 	"gorm.io/gorm"
 )
 
@@ -52,7 +54,7 @@ func StartWorker(t testing.TB, c client.Client, taskQueue string, db *gorm.DB) w
 		MaxConcurrentWorkflowTaskExecutionSize: 32,
 	})
 	workflows.Register(w)
-	w.RegisterActivity(&activities.Activities{DB: db})
+	w.RegisterActivity(&activities.Activities{Store: store.New(db)})
 	if err := w.Start(); err != nil {
 		t.Fatalf("start worker on %s: %v", taskQueue, err)
 	}
@@ -150,9 +152,9 @@ func WaitSettled(t testing.TB, db *sql.DB, exp *scenario.Expected, wait time.Dur
 
 // QueryState returns the state query of the order's latest run.
 func QueryState(ctx context.Context, c client.Client, orderID string) (workflows.State, error) {
-	v, err := c.QueryWorkflow(ctx, workflows.WorkflowID(orderID), "", workflows.QueryState)
+	v, err := c.QueryWorkflow(ctx, api.WorkflowID(orderID), "", api.QueryState)
 	if err != nil {
-		return workflows.State{}, fmt.Errorf("query %s: %w", workflows.WorkflowID(orderID), err)
+		return workflows.State{}, fmt.Errorf("query %s: %w", api.WorkflowID(orderID), err)
 	}
 	var s workflows.State
 	if err := v.Get(&s); err != nil {
@@ -207,6 +209,6 @@ func TerminateAll(c client.Client, exp *scenario.Expected, reason string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, o := range exp.Orders {
-		_ = c.TerminateWorkflow(ctx, workflows.WorkflowID(o.OrderID), "", reason)
+		_ = c.TerminateWorkflow(ctx, api.WorkflowID(o.OrderID), "", reason)
 	}
 }

@@ -1,27 +1,37 @@
-package activities
+package store
 
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 
 	"gorm.io/gorm"
 
 	"github.com/orderflow/orderflow/fsm"
+	"github.com/orderflow/orderflow/message"
 )
+
+// Loaded is an order as stored, for a workflow run that rehydrates its
+// state.
+type Loaded struct {
+	// Found is false when the order has no row yet.
+	Found bool      `json:"found"`
+	Order fsm.Order `json:"order"`
+	// Versions maps every business key version recorded in order_events
+	// to its content hash, so the workflow recognises duplicates.
+	Versions map[int64]string `json:"versions"`
+}
 
 // LoadOrder returns the stored order (Found false when it has no row yet)
 // and the content hash of every business key recorded for it in
-// order_events, for a workflow run that rehydrates its state.
-func (a *Activities) LoadOrder(ctx context.Context, orderID string) (LoadOrderResult, error) {
-	if !fsm.ValidOrderID(orderID) {
-		return LoadOrderResult{}, invalid(ErrTypeInvalidInput,
-			fmt.Errorf("order_id %q must be 1-64 characters of [A-Za-z0-9_.:-]", orderID))
+// order_events, read from one snapshot.
+func (s *Store) LoadOrder(ctx context.Context, orderID string) (Loaded, error) {
+	if err := fsm.CheckOrderID(orderID); err != nil {
+		return Loaded{}, invalid(err)
 	}
-	res := LoadOrderResult{Versions: map[int64]string{}}
-	err := a.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	res := Loaded{Versions: map[int64]string{}}
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		o, found, err := loadOrder(tx, orderID)
 		if err != nil {
 			return err
@@ -46,7 +56,7 @@ func (a *Activities) LoadOrder(ctx context.Context, orderID string) (LoadOrderRe
 		return nil
 	}, readOnly)
 	if err != nil {
-		return LoadOrderResult{}, fmt.Errorf("load order %s: %w", orderID, err)
+		return Loaded{}, fmt.Errorf("load order %s: %w", orderID, err)
 	}
 	return res, nil
 }
@@ -80,11 +90,23 @@ func loadOrder(tx *gorm.DB, orderID string) (fsm.Order, bool, error) {
 // practice the first attempt wins.
 const maxApplyAttempts = 50
 
+// Applied is the authoritative decision on one event, taken inside the
+// database write. A repeat of the same business key returns the first
+// outcome.
+type Applied struct {
+	Decision fsm.Decision `json:"decision"`
+	// Repeat is true when the business key was already recorded
+	// (the order_events row existed; its times-seen count was increased).
+	Repeat bool `json:"repeat"`
+}
+
 // ApplyEvent applies one event to the database, exactly once per business
-// key (order_id, version), and returns the authoritative decision.
+// key (order_id, version), and returns the authoritative decision. src is
+// the message that carried the event, as received; a conflicting event is
+// parked with it (an empty src parks the event re-encoded).
 //
-// An invalid event is a non-retryable application error of type
-// ErrTypeInvalidEvent and writes nothing. Otherwise ApplyEvent reads, decides
+// An invalid event is refused with an error wrapping ErrInvalid and
+// fsm.ErrInvalidEvent, and writes nothing. Otherwise ApplyEvent reads, decides
 // and writes with optimistic concurrency, each write being a single
 // statement and so its own transaction, so the business-key record always
 // commits together with the business write:
@@ -118,31 +140,25 @@ const maxApplyAttempts = 50
 // The points due (purchased, purchase_points, refunded) change in the same
 // write as the state; the points ledger row is AwardPoints' job. Database
 // errors are returned wrapped and are retryable.
-func (a *Activities) ApplyEvent(ctx context.Context, in ApplyEventInput) (ApplyEventResult, error) {
-	e := in.Event
+func (s *Store) ApplyEvent(ctx context.Context, e fsm.Event, src message.Envelope) (Applied, error) {
 	if err := e.Validate(); err != nil {
-		return ApplyEventResult{}, invalid(ErrTypeInvalidEvent, err)
+		return Applied{}, invalid(err)
 	}
 	hash := e.ContentHash()
-	db := a.DB.WithContext(ctx)
+	db := s.db.WithContext(ctx)
 	for attempt := 1; ; attempt++ {
-		res, again, err := a.applyOnce(db, e, hash)
+		res, again, err := applyOnce(db, e, hash, src)
 		if err != nil {
-			return ApplyEventResult{}, fmt.Errorf("apply event %s: %w", e.Key(), err)
+			return Applied{}, fmt.Errorf("apply event %s: %w", e.Key(), err)
 		}
 		if !again {
-			if res.Repeat {
-				a.observeOutcome(fsm.Duplicate)
-			} else {
-				a.observeOutcome(res.Decision.Outcome)
-			}
 			return res, nil
 		}
 		if attempt == maxApplyAttempts {
-			return ApplyEventResult{}, fmt.Errorf("apply event %s: order changed concurrently %d times in a row", e.Key(), attempt)
+			return Applied{}, fmt.Errorf("apply event %s: order changed concurrently %d times in a row", e.Key(), attempt)
 		}
 		if err := ctx.Err(); err != nil {
-			return ApplyEventResult{}, fmt.Errorf("apply event %s: %w", e.Key(), err)
+			return Applied{}, fmt.Errorf("apply event %s: %w", e.Key(), err)
 		}
 	}
 }
@@ -215,18 +231,18 @@ SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM up`
 
 // applyOnce is one read-decide-write round of ApplyEvent. again is true when
 // a concurrent writer won and the round must be repeated.
-func (a *Activities) applyOnce(db *gorm.DB, e fsm.Event, hash string) (res ApplyEventResult, again bool, err error) {
+func applyOnce(db *gorm.DB, e fsm.Event, hash string, src message.Envelope) (res Applied, again bool, err error) {
 	st, err := readStored(db, e.Key())
 	if err != nil {
-		return ApplyEventResult{}, false, err
+		return Applied{}, false, err
 	}
 
 	if st.evHash != nil && *st.evHash == hash {
 		if err := db.Exec(`UPDATE order_events SET times_seen = times_seen + 1, last_seen_at = now()
 			WHERE order_id = ? AND version = ?`, e.OrderID, e.Version).Error; err != nil {
-			return ApplyEventResult{}, false, fmt.Errorf("count repeat: %w", err)
+			return Applied{}, false, fmt.Errorf("count repeat: %w", err)
 		}
-		return ApplyEventResult{Repeat: true, Decision: fsm.Decision{
+		return Applied{Repeat: true, Decision: fsm.Decision{
 			Outcome:     fsm.Outcome(*st.outcome),
 			Gap:         *st.gap,
 			Points:      fsm.PointsKind(*st.kind),
@@ -238,7 +254,7 @@ func (a *Activities) applyOnce(db *gorm.DB, e fsm.Event, hash string) (res Apply
 	if st.evHash != nil {
 		reason := fmt.Sprintf("conflict: %s was recorded with content %s; this delivery has content %s",
 			e.Key(), short(*st.evHash), short(hash))
-		res, err := a.conflict(db, e, st.order, reason, true)
+		res, err := conflict(db, e, st.order, src, reason, true)
 		return res, false, err
 	}
 
@@ -247,7 +263,7 @@ func (a *Activities) applyOnce(db *gorm.DB, e fsm.Event, hash string) (res Apply
 		stored = &st.order
 	}
 	d := fsm.Decide(stored, e)
-	eventArgs := []any{e.OrderID, e.Version, cleanText(e.EventID, 0), e.UserID, string(e.Status), e.AmountCents,
+	eventArgs := []any{e.OrderID, e.Version, e.EventID, e.UserID, string(e.Status), e.AmountCents,
 		hash, string(d.Outcome), d.Gap, string(d.Points), d.PointsDelta, d.Reason, e.OccurredAt}
 	var w *gorm.DB
 	switch d.Outcome {
@@ -255,7 +271,7 @@ func (a *Activities) applyOnce(db *gorm.DB, e fsm.Event, hash string) (res Apply
 		// The order holds this version but order_events does not: the row
 		// was written outside ApplyEvent. Park the event; do not record
 		// its content as the business key's.
-		res, err := a.conflict(db, e, st.order, d.Reason, false)
+		res, err := conflict(db, e, st.order, src, d.Reason, false)
 		return res, false, err
 	case fsm.Applied:
 		n := d.Next
@@ -267,39 +283,41 @@ func (a *Activities) applyOnce(db *gorm.DB, e fsm.Event, hash string) (res Apply
 	}
 	switch {
 	case pgCode(w.Error) == "23505": // unique_violation: the key was recorded concurrently
-		return ApplyEventResult{}, true, nil
+		return Applied{}, true, nil
 	case w.Error != nil:
-		return ApplyEventResult{}, false, fmt.Errorf("record %s event: %w", d.Outcome, w.Error)
+		return Applied{}, false, fmt.Errorf("record %s event: %w", d.Outcome, w.Error)
 	case w.RowsAffected == 0: // the order moved since the read
-		return ApplyEventResult{}, true, nil
+		return Applied{}, true, nil
 	}
-	return ApplyEventResult{Decision: d}, false, nil
+	return Applied{Decision: d}, false, nil
 }
 
-// conflict parks e in dead_letters and returns the Conflict decision,
-// leaving the order unchanged. When counted, the conflicts counter of the
-// business key's order_events row is incremented in the same transaction.
-func (a *Activities) conflict(db *gorm.DB, e fsm.Event, cur fsm.Order, reason string, counted bool) (ApplyEventResult, error) {
-	body, err := json.Marshal(e)
-	if err != nil {
-		return ApplyEventResult{}, fmt.Errorf("encode conflicting event: %w", err)
+// conflict parks the message src that carried e in dead_letters and returns
+// the Conflict decision, leaving the order unchanged. When counted, the
+// conflicts counter of the business key's order_events row is incremented
+// in the same transaction.
+func conflict(db *gorm.DB, e fsm.Event, cur fsm.Order, src message.Envelope, reason string, counted bool) (Applied, error) {
+	if src.Body == nil {
+		body, err := message.Encode(e)
+		if err != nil {
+			return Applied{}, fmt.Errorf("encode conflicting event: %w", err)
+		}
+		src.Body, src.Keys, src.Tags = body, e.OrderID, string(e.Status)
 	}
-	err = db.Transaction(func(tx *gorm.DB) error {
+	err := db.Transaction(func(tx *gorm.DB) error {
 		if counted {
 			if err := tx.Exec(`UPDATE order_events SET conflicts = conflicts + 1
 				WHERE order_id = ? AND version = ?`, e.OrderID, e.Version).Error; err != nil {
 				return fmt.Errorf("count conflict: %w", err)
 			}
 		}
-		_, err := parkDeadLetter(tx, DeadLetter{
-			Topic: a.Topic, Keys: e.OrderID, Tags: string(e.Status), Body: body, Reason: reason,
-		})
+		_, err := parkDeadLetter(tx, message.DeadLetter{Envelope: src, Reason: reason})
 		return err
 	})
 	if err != nil {
-		return ApplyEventResult{}, err
+		return Applied{}, err
 	}
-	return ApplyEventResult{Decision: fsm.Decision{Outcome: fsm.Conflict, Reason: reason, Next: cur}}, nil
+	return Applied{Decision: fsm.Decision{Outcome: fsm.Conflict, Reason: reason, Next: cur}}, nil
 }
 
 // nullID is a user ID column's value: NULL for 0 (none).

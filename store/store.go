@@ -1,0 +1,100 @@
+// Package store owns orderflow's PostgreSQL database: it opens and migrates
+// it, and holds every statement the code base runs on it — the exactly-once
+// write of an event (ApplyEvent), the points ledger insert (AwardPoints),
+// dead-letter parking (ParkDeadLetter) and the reads that workflows and
+// operators need.
+//
+// Every write is safe to repeat. ApplyEvent records each business key
+// (order_id, version) once, in the same statement as the order change, and
+// answers a repeat with the decision it took the first time; AwardPoints
+// inserts at most one ledger row per (order_id, kind); ParkDeadLetter stores
+// a message once per fingerprint and counts repeats. Input that breaks the
+// contract is refused with an error wrapping ErrInvalid and writes nothing;
+// database trouble is returned wrapped, and the caller retries.
+//
+// The schema is in package migrations; docs/design.md describes the tables.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	gormlogger "gorm.io/gorm/logger"
+
+	"github.com/orderflow/orderflow/migrations"
+)
+
+// ErrInvalid is wrapped by every error about input that breaks the contract
+// (fsm.ErrInvalidEvent is wrapped as well for an invalid event). Such input
+// is refused before anything is written; repeating the call cannot help.
+var ErrInvalid = errors.New("invalid input")
+
+// ErrUnknownOrder is wrapped, with ErrInvalid, by the error of AwardPoints
+// for an order that has no row.
+var ErrUnknownOrder = errors.New("unknown order")
+
+// Store is orderflow's database.
+type Store struct {
+	db *gorm.DB
+}
+
+// New returns a Store on db, an open gorm database whose schema is current.
+func New(db *gorm.DB) *Store { return &Store{db: db} }
+
+// Open connects to the PostgreSQL database at url (TLS as its sslmode says)
+// with a pool of at most maxConns connections, kept open, and migrates it to
+// the current schema. Close it when done.
+func Open(ctx context.Context, url string, maxConns int) (*Store, error) {
+	db, err := gorm.Open(postgres.Open(url), &gorm.Config{Logger: gormlogger.Discard})
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	sqlDB.SetMaxOpenConns(maxConns)
+	sqlDB.SetMaxIdleConns(maxConns)
+	if err := migrations.Up(ctx, sqlDB); err != nil {
+		_ = sqlDB.Close()
+		return nil, fmt.Errorf("migrate database: %w", err)
+	}
+	return New(db), nil
+}
+
+// DB is the underlying gorm database.
+func (s *Store) DB() *gorm.DB { return s.db }
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	sqlDB, err := s.db.DB()
+	if err != nil {
+		return err
+	}
+	return sqlDB.PingContext(ctx)
+}
+
+// Close closes the connection pool.
+func (s *Store) Close() error {
+	sqlDB, err := s.db.DB()
+	if err != nil {
+		return err
+	}
+	return sqlDB.Close()
+}
+
+// invalid wraps cause as an ErrInvalid error.
+func invalid(cause error) error { return fmt.Errorf("%w: %w", ErrInvalid, cause) }
+
+// pgCode returns the SQLSTATE of a PostgreSQL error, or "".
+func pgCode(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
+}

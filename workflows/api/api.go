@@ -1,0 +1,67 @@
+// Package api is orderflow's Temporal contract, in one place: the workflow
+// type and its IDs, the default task queue, the signal, the query, the
+// search attribute and the application error types that the workflow, the
+// activities, the bridge and the operator command share. docs/design.md
+// describes each.
+package api
+
+import (
+	"strings"
+
+	"go.temporal.io/sdk/temporal"
+)
+
+const (
+	// WorkflowType is the registered name of OrderWorkflow.
+	WorkflowType = "OrderWorkflow"
+	// DefaultTaskQueue is the task queue of OrderWorkflow and its
+	// activities unless configured otherwise (ORDERFLOW_TASK_QUEUE).
+	DefaultTaskQueue = "orderflow"
+	// SignalEvent delivers order events to an order's workflow.
+	SignalEvent = "order-event"
+	// QueryState returns the workflow's state (workflows.State).
+	QueryState = "state"
+	// SearchAttributeOrderStatus is the Keyword search attribute that holds
+	// the order's current status, so the UI lists orders by status.
+	SearchAttributeOrderStatus = "OrderStatus"
+	// workflowIDPrefix prefixes the order ID in workflow IDs.
+	workflowIDPrefix = "order:"
+)
+
+// Activity type names, as histories record them: the names of the methods
+// of activities.Activities, which the workflow calls by method value.
+const (
+	ActivityLoadOrder   = "LoadOrder"
+	ActivityApplyEvent  = "ApplyEvent"
+	ActivityAwardPoints = "AwardPoints"
+)
+
+// OrderStatusKey is the typed key of the OrderStatus search attribute.
+var OrderStatusKey = temporal.NewSearchAttributeKeyKeyword(SearchAttributeOrderStatus)
+
+// WorkflowID returns the ID of the workflow that serializes the order's
+// events: "order:{order_id}".
+func WorkflowID(orderID string) string { return workflowIDPrefix + orderID }
+
+// OrderIDFromWorkflowID returns the order ID of an OrderWorkflow ID, and
+// false when id is not one.
+func OrderIDFromWorkflowID(id string) (string, bool) {
+	orderID, ok := strings.CutPrefix(id, workflowIDPrefix)
+	return orderID, ok && orderID != ""
+}
+
+// Application error types of the activities' non-retryable errors.
+const (
+	// ErrTypeInvalidEvent: the event breaks the message contract.
+	ErrTypeInvalidEvent = "InvalidEvent"
+	// ErrTypeInvalidInput: any other argument is invalid.
+	ErrTypeInvalidInput = "InvalidInput"
+	// ErrTypeUnknownOrder: points were awarded for an order that has no row.
+	ErrTypeUnknownOrder = "UnknownOrder"
+)
+
+// NonRetryableErrorTypes are the activity error types that are final: the
+// input is invalid, and trying again cannot help.
+func NonRetryableErrorTypes() []string {
+	return []string{ErrTypeInvalidEvent, ErrTypeInvalidInput, ErrTypeUnknownOrder}
+}
