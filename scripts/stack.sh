@@ -16,6 +16,11 @@
 # (seconds, default 120) bounds each health wait; ORDERFLOW_PG_PORT moves
 # PostgreSQL off 5432 (for trying the script beside a running stack).
 #
+# PostgreSQL takes TLS and plain connections alike. Its self-signed
+# certificate (for 127.0.0.1 and localhost) is made once, in its data
+# directory, and copied to <data>/postgres-tls/root.crt for clients to trust
+# (sslmode=verify-full&sslrootcert=...).
+#
 # A service whose port is already served by a working instance started
 # elsewhere (another clone's stack) is used as it is, and left alone by down.
 set -euo pipefail
@@ -113,6 +118,8 @@ spawn() {
 PG_DATA=$DATA/postgres
 PG_LOG=$LOGS/postgres.log
 PG_SOCK=$DATA/run/postgres
+# The copy of the server's self-signed certificate that clients trust.
+PG_TLS_ROOT=$DATA/postgres-tls/root.crt
 # The cluster runs as user postgres when the script runs as root. When that
 # user cannot reach the data folder (a clone under /root, say), the cluster's
 # files live under /var/lib/orderflow/<hash of the data folder> instead, with
@@ -182,7 +189,7 @@ pg_install() {
 }
 
 # deps: install what a fresh Debian machine lacks (as root): PostgreSQL, a
-# Java 17 runtime, Maven. Go must already be present.
+# Java 17 runtime, Maven, openssl. Go must already be present.
 deps() {
 	local pkgs=()
 	command -v go >/dev/null 2>&1 || fail deps "go not found; install Go 1.26 from https://go.dev/dl/ and put it on PATH"
@@ -190,6 +197,7 @@ deps() {
 	command -v java >/dev/null 2>&1 || pkgs+=(openjdk-17-jre-headless)
 	command -v mvn >/dev/null 2>&1 || pkgs+=(maven)
 	command -v ss >/dev/null 2>&1 || pkgs+=(iproute2)
+	command -v openssl >/dev/null 2>&1 || pkgs+=(openssl)
 	if [ "${#pkgs[@]}" -eq 0 ]; then
 		say deps "nothing to install"
 		return 0
@@ -225,6 +233,52 @@ pg_psql() {
 	as_pg "$bin/psql" -X -q -h "$(pg_socket_dir)" -p "$PG_PORT" -U postgres -d postgres -v ON_ERROR_STOP=1 "$@"
 }
 
+# pg_tls_cert: the server's self-signed certificate and key in the data
+# directory, made once (both again when either is missing).
+pg_tls_cert() {
+	local crt=$PG_DATA/server.crt key=$PG_DATA/server.key log=$LOGS/postgres-tls.log
+	if [ ! -s "$crt" ] || [ ! -s "$key" ]; then
+		if ! command -v openssl >/dev/null 2>&1; then
+			if ! is_root || ! command -v apt-get >/dev/null 2>&1; then
+				fail postgres "openssl not found (needed once, for the TLS certificate); install it with: sudo apt-get install -y openssl"
+			fi
+			say postgres "installing Debian's openssl package"
+			apt_install postgres-openssl openssl
+		fi
+		say postgres "making a self-signed TLS certificate for 127.0.0.1 and localhost"
+		rm -f "$crt.tmp" "$key.tmp"
+		if ! (umask 077 && openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days 3650 \
+			-subj "/CN=orderflow local PostgreSQL" \
+			-addext "subjectAltName=IP:127.0.0.1,DNS:localhost" \
+			-keyout "$key.tmp" -out "$crt.tmp") >"$log" 2>&1; then
+			rm -f "$crt.tmp" "$key.tmp"
+			fail postgres "openssl could not make the TLS certificate: $(last_error "$log")" "$log"
+		fi
+		chmod 600 "$key.tmp"
+		chmod 644 "$crt.tmp"
+		if is_root; then chown postgres: "$key.tmp" "$crt.tmp"; fi
+		mv -f "$key.tmp" "$key"
+		mv -f "$crt.tmp" "$crt"
+	fi
+}
+
+# pg_tls_publish: the copy of the server's certificate that clients trust,
+# outside the private data directory; rewritten only when it differs.
+pg_tls_publish() {
+	local crt=$PG_DATA/server.crt
+	[ -s "$crt" ] || return 0
+	mkdir -p "$(dirname "$PG_TLS_ROOT")"
+	if ! cmp -s "$crt" "$PG_TLS_ROOT"; then
+		cp "$crt" "$PG_TLS_ROOT.tmp"
+		chmod 644 "$PG_TLS_ROOT.tmp"
+		mv -f "$PG_TLS_ROOT.tmp" "$PG_TLS_ROOT"
+	fi
+}
+
+# pg_tls_on: the running server was started with the TLS settings (the
+# configuration file is written at each start only).
+pg_tls_on() { grep -qx 'ssl = on' "$PG_DATA/orderflow.conf" 2>/dev/null; }
+
 pg_write_conf() {
 	cat >"$PG_DATA/orderflow.conf" <<EOF
 # Written by scripts/stack.sh on every start; edit the script, not this file.
@@ -242,6 +296,10 @@ max_wal_size = 1GB
 checkpoint_timeout = 15min
 log_line_prefix = '%m [%p] %q%u@%d '
 log_min_messages = warning
+# TLS on request (sslmode=require, verify-full); plain connections still work.
+ssl = on
+ssl_cert_file = '$PG_DATA/server.crt'
+ssl_key_file = '$PG_DATA/server.key'
 EOF
 	if is_root; then chown postgres: "$PG_DATA/orderflow.conf"; fi
 }
@@ -287,6 +345,7 @@ pg_up() {
 			echo "include_if_exists = 'orderflow.conf'" >>"$PG_DATA/postgresql.conf"
 		fi
 		require_free_port postgres "$PG_PORT"
+		pg_tls_cert
 		pg_write_conf
 		say postgres "starting on 127.0.0.1:$PG_PORT"
 		if ! as_pg "$bin/pg_ctl" -D "$PG_DATA" -l "$PG_LOG" -w -t "$HEALTH_TIMEOUT" start >/dev/null 2>&1; then
@@ -302,6 +361,8 @@ SELECT 'CREATE DATABASE orderflow OWNER orderflow'
 WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = 'orderflow') \gexec
 EOF
 	say postgres "healthy: postgres://orderflow:orderflow@127.0.0.1:$PG_PORT/orderflow"
+	pg_tls_publish
+	pg_tls_note
 }
 
 pg_down() {
@@ -314,9 +375,22 @@ pg_down() {
 	say postgres "stopped"
 }
 
+# pg_tls_note: where the root certificate for verify-full is; or, for a
+# server started before the script turned TLS on, how to turn it on.
+pg_tls_note() {
+	if ! pg_tls_on; then
+		say postgres "TLS off (server started by an older scripts/stack.sh); turn it on with: scripts/stack.sh down postgres && make up"
+	elif [ -f "$PG_TLS_ROOT" ]; then
+		say postgres "TLS on, root certificate $PG_TLS_ROOT (sslmode=verify-full&sslrootcert=$PG_TLS_ROOT)"
+	else
+		say postgres "TLS on, root certificate $PG_DATA/server.crt (make up copies it to $PG_TLS_ROOT)"
+	fi
+}
+
 pg_status() {
 	if pg_running; then
 		say postgres "running  127.0.0.1:$PG_PORT  data $PG_DATA  log $PG_LOG"
+		pg_tls_note
 	else
 		say postgres "stopped  data $PG_DATA  log $PG_LOG$(port_note "$PG_PORT")"
 		return 1
