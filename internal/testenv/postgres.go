@@ -46,6 +46,10 @@ var pgState struct {
 	template string
 }
 
+// DatabaseURL returns the PostgreSQL server the tests use: DATABASE_URL, or
+// config's default (the local stack, sslmode=disable).
+func DatabaseURL() string { return config.FromEnv().DatabaseURL }
+
 // NewDatabase returns a fresh, migrated PostgreSQL database for one test, and
 // its connection URL (for processes the test starts). The database is a copy
 // of a template database that is migrated once per schema version, so it
