@@ -52,7 +52,7 @@ func TestPostgresTLS(t *testing.T) {
 
 	root := postgresRootCert(t)
 	if _, err := os.Stat(root); err != nil {
-		t.Fatalf("root certificate of the local PostgreSQL: %v; %s", err, restartPostgres)
+		t.Fatalf("root certificate of the local PostgreSQL: %v; %s, or, when another clone's stack runs PostgreSQL, set ORDERFLOW_DATA to that clone's .data", err, restartPostgres)
 	}
 	verified := withSSL(base, "verify-full", root)
 	ssl, err = backendSSL(ctx, verified)
