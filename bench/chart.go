@@ -4,15 +4,16 @@ import (
 	"fmt"
 	"image"
 	"image/color"
-	"image/draw"
-	"image/png"
 	"math"
 	"os"
 	"path/filepath"
 
-	"golang.org/x/image/font"
-	"golang.org/x/image/font/basicfont"
-	"golang.org/x/image/math/fixed"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // series is one line of the chart: y values at the chart's x values.
@@ -23,17 +24,16 @@ type series struct {
 	Dashed bool
 }
 
-// chart is a small line chart drawn with the standard library's image
-// packages and a fixed bitmap font.
+// chart is a small line chart drawn with gonum.org/v1/plot: y from zero,
+// x ticks at XTicks, and the legend to the right of the plot area.
 type chart struct {
 	Title, XLabel, YLabel string
 	XTicks                []float64
 	Series                []series
-	W, H                  int
+	W, H                  int // size of the PNG in pixels
 }
 
 var (
-	colWhite = color.RGBA{255, 255, 255, 255}
 	colBlack = color.RGBA{0, 0, 0, 255}
 	colGrid  = color.RGBA{225, 225, 225, 255}
 	colBlue  = color.RGBA{31, 119, 180, 255}
@@ -42,11 +42,62 @@ var (
 	colRed   = color.RGBA{214, 39, 40, 255}
 )
 
+// chartDPI is the resolution the chart is drawn at: the PNG is W x H pixels
+// whatever it is, and the fonts and lines, sized in points, scale with it.
+const chartDPI = 96
+
 // WritePNG draws the chart into path.
 func (c chart) WritePNG(path string) error {
-	img := image.NewRGBA(image.Rect(0, 0, c.W, c.H))
-	draw.Draw(img, img.Bounds(), &image.Uniform{colWhite}, image.Point{}, draw.Src)
-	left, right, top, bottom := 70, c.W-190, 55, c.H-50
+	if c.W <= 0 || c.H <= 0 {
+		return fmt.Errorf("chart size %dx%d", c.W, c.H)
+	}
+	p, err := c.plot()
+	if err != nil {
+		return err
+	}
+
+	img := vgimg.NewWith(vgimg.UseImage(image.NewRGBA(image.Rect(0, 0, c.W, c.H))), vgimg.UseDPI(chartDPI))
+	pad := vg.Points(6)
+	dc := draw.Crop(draw.New(img), pad, -pad, pad, -pad)
+	// The plot takes the canvas less a column on the right for the legend,
+	// so the legend never hides a line; the legend starts level with the
+	// top of the plot area, under the title.
+	legend := p.Legend
+	p.Legend = plot.NewLegend() // nothing for p.Draw to draw
+	lw := legend.Rectangle(dc).Size().X + 2*pad
+	p.Draw(draw.Crop(dc, 0, -lw, 0, 0))
+	below := p.Title.TextStyle.Height(p.Title.Text) + p.Title.Padding
+	legend.Draw(draw.Crop(dc, dc.Size().X-lw+2*pad, 0, 0, -below))
+
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return fmt.Errorf("encode %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// plot builds the gonum plot of the chart: axes, grid, one line per series
+// (solid lines with a dot at each point, dashed lines without) and their
+// legend entries.
+func (c chart) plot() (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = c.Title
+	p.X.Label.Text = c.XLabel
+	p.Y.Label.Text = c.YLabel
+	// A sans-serif face (Liberation Sans, which the library embeds) reads
+	// better than the default serif one at screen sizes.
+	for _, f := range []*font.Font{&p.Title.TextStyle.Font, &p.X.Label.TextStyle.Font, &p.Y.Label.TextStyle.Font,
+		&p.X.Tick.Label.Font, &p.Y.Tick.Label.Font, &p.Legend.TextStyle.Font} {
+		f.Variant = "Sans"
+	}
+	p.Title.TextStyle.Font.Size = vg.Points(13)
 
 	xmin, xmax := math.Inf(1), math.Inf(-1)
 	ymax := 0.0
@@ -54,10 +105,13 @@ func (c chart) WritePNG(path string) error {
 		xmin, xmax = math.Min(xmin, x), math.Max(xmax, x)
 	}
 	for _, s := range c.Series {
-		for _, p := range s.Points {
-			xmin, xmax = math.Min(xmin, p[0]), math.Max(xmax, p[0])
-			ymax = math.Max(ymax, p[1])
+		for _, pt := range s.Points {
+			xmin, xmax = math.Min(xmin, pt[0]), math.Max(xmax, pt[0])
+			ymax = math.Max(ymax, pt[1])
 		}
+	}
+	if math.IsInf(xmin, 0) {
+		xmin, xmax = 0, 1
 	}
 	if xmax <= xmin {
 		xmax = xmin + 1
@@ -67,51 +121,64 @@ func (c chart) WritePNG(path string) error {
 	if ytop <= 0 {
 		ytop = 1
 	}
-	px := func(x float64) int { return left + int(float64(right-left)*(x-xmin)/(xmax-xmin)) }
-	py := func(y float64) int { return bottom - int(float64(bottom-top)*y/ytop) }
 
-	for y := 0.0; y <= ytop+1e-9; y += ystep {
-		hline(img, left, right, py(y), colGrid)
-		label(img, left-8-textWidth(fmtNum(y)), py(y)+4, fmtNum(y), colBlack)
-	}
+	var xt plot.ConstantTicks
 	for _, x := range c.XTicks {
-		vline(img, px(x), top, bottom, colGrid)
-		s := fmtNum(x)
-		label(img, px(x)-textWidth(s)/2, bottom+16, s, colBlack)
+		xt = append(xt, plot.Tick{Value: x, Label: fmtNum(x)})
 	}
-	hline(img, left, right, bottom, colBlack)
-	vline(img, left, top, bottom, colBlack)
-	label(img, (left+right)/2-textWidth(c.XLabel)/2, bottom+36, c.XLabel, colBlack)
-	label(img, 8, top-12, c.YLabel, colBlack)
-	label(img, c.W/2-textWidth(c.Title)/2, 18, c.Title, colBlack)
+	var yt plot.ConstantTicks
+	for i := 0; float64(i)*ystep <= ytop+1e-9; i++ {
+		y := float64(i) * ystep
+		yt = append(yt, plot.Tick{Value: y, Label: fmtNum(y)})
+	}
+	p.X.Tick.Marker, p.Y.Tick.Marker = xt, yt
 
-	for i, s := range c.Series {
-		for j := 1; j < len(s.Points); j++ {
-			a, b := s.Points[j-1], s.Points[j]
-			line(img, px(a[0]), py(a[1]), px(b[0]), py(b[1]), s.Color, s.Dashed)
+	grid := plotter.NewGrid()
+	grid.Vertical.Color, grid.Horizontal.Color = colGrid, colGrid
+	grid.Vertical.Width, grid.Horizontal.Width = vg.Points(0.75), vg.Points(0.75)
+	p.Add(grid)
+
+	p.Legend.ThumbnailWidth = vg.Points(24)
+	p.Legend.TextStyle.Font.Size = vg.Points(10)
+	p.Legend.Padding = vg.Points(4)
+	p.Legend.Top, p.Legend.Left = true, true
+	for _, s := range c.Series {
+		xys := make(plotter.XYs, len(s.Points))
+		for i, pt := range s.Points {
+			xys[i] = plotter.XY{X: pt[0], Y: pt[1]}
 		}
-		for _, p := range s.Points {
-			if !s.Dashed {
-				dot(img, px(p[0]), py(p[1]), s.Color)
+		l, err := plotter.NewLine(xys)
+		if err != nil {
+			return nil, fmt.Errorf("series %q: %w", s.Label, err)
+		}
+		l.Color = s.Color
+		l.Width = vg.Points(1.5)
+		thumbs := []plot.Thumbnailer{l}
+		if s.Dashed {
+			l.Dashes = []vg.Length{vg.Points(6), vg.Points(4)}
+		} else {
+			sc, err := plotter.NewScatter(xys)
+			if err != nil {
+				return nil, fmt.Errorf("series %q: %w", s.Label, err)
+			}
+			sc.Color = s.Color
+			sc.Shape = draw.CircleGlyph{}
+			sc.Radius = vg.Points(2.5)
+			thumbs = append(thumbs, sc)
+			if len(xys) > 0 {
+				p.Add(sc)
 			}
 		}
-		ly := top + 10 + 20*i
-		line(img, right+15, ly, right+40, ly, s.Color, s.Dashed)
-		label(img, right+46, ly+4, s.Label, colBlack)
+		if len(xys) > 0 {
+			p.Add(l)
+		}
+		p.Legend.Add(s.Label, thumbs...)
 	}
 
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := png.Encode(f, img); err != nil {
-		f.Close()
-		return fmt.Errorf("encode %s: %w", path, err)
-	}
-	return f.Close()
+	// After p.Add, which widens the axes to the data: pin them.
+	p.X.Min, p.X.Max = xmin, xmax
+	p.Y.Min, p.Y.Max = 0, ytop
+	return p, nil
 }
 
 // niceStep rounds a raw grid step to 1, 2 or 5 times a power of ten.
@@ -133,55 +200,4 @@ func fmtNum(v float64) string {
 		return fmt.Sprintf("%.0f", v)
 	}
 	return fmt.Sprintf("%.1f", v)
-}
-
-func textWidth(s string) int { return font.MeasureString(basicfont.Face7x13, s).Ceil() }
-
-func label(img *image.RGBA, x, y int, s string, c color.Color) {
-	d := &font.Drawer{Dst: img, Src: image.NewUniform(c), Face: basicfont.Face7x13,
-		Dot: fixed.Point26_6{X: fixed.I(x), Y: fixed.I(y)}}
-	d.DrawString(s)
-}
-
-func hline(img *image.RGBA, x0, x1, y int, c color.RGBA) {
-	for x := x0; x <= x1; x++ {
-		img.SetRGBA(x, y, c)
-	}
-}
-
-func vline(img *image.RGBA, x, y0, y1 int, c color.RGBA) {
-	for y := y0; y <= y1; y++ {
-		img.SetRGBA(x, y, c)
-	}
-}
-
-func dot(img *image.RGBA, x, y int, c color.RGBA) {
-	for dx := -3; dx <= 3; dx++ {
-		for dy := -3; dy <= 3; dy++ {
-			if dx*dx+dy*dy <= 9 {
-				img.SetRGBA(x+dx, y+dy, c)
-			}
-		}
-	}
-}
-
-// line draws a two-pixel-thick line from (x0, y0) to (x1, y1).
-func line(img *image.RGBA, x0, y0, x1, y1 int, c color.RGBA, dashed bool) {
-	n := max(abs(x1-x0), abs(y1-y0), 1)
-	for i := 0; i <= n; i++ {
-		if dashed && (i/6)%2 == 1 {
-			continue
-		}
-		x := x0 + (x1-x0)*i/n
-		y := y0 + (y1-y0)*i/n
-		img.SetRGBA(x, y, c)
-		img.SetRGBA(x, y+1, c)
-	}
-}
-
-func abs(v int) int {
-	if v < 0 {
-		return -v
-	}
-	return v
 }
