@@ -1,7 +1,10 @@
 package main
 
 import (
+	"image"
+	"image/color"
 	"image/png"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -67,6 +70,42 @@ plain_total 3
 	}
 }
 
+// readPNG decodes the PNG at path, failing the test if it is not one.
+func readPNG(t *testing.T, path string) image.Image {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("decode %s: %v", path, err)
+	}
+	return img
+}
+
+// colourCounts counts the pixels of img within r that are exactly each of
+// cols, and those that are not white.
+func colourCounts(img image.Image, r image.Rectangle, cols ...color.RGBA) (counts []int, nonWhite int) {
+	counts = make([]int, len(cols))
+	b := r.Intersect(img.Bounds())
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			px := color.RGBAModel.Convert(img.At(x, y)).(color.RGBA)
+			if px != (color.RGBA{255, 255, 255, 255}) {
+				nonWhite++
+			}
+			for i, c := range cols {
+				if px == c {
+					counts[i]++
+				}
+			}
+		}
+	}
+	return counts, nonWhite
+}
+
 func TestChartPNG(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sub", "chart.png")
 	c := chart{Title: "t", XLabel: "x", YLabel: "y", XTicks: []float64{8, 32, 64}, W: 400, H: 300,
@@ -77,31 +116,72 @@ func TestChartPNG(t *testing.T) {
 	if err := c.WritePNG(path); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	img, err := png.Decode(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	img := readPNG(t, path)
 	if b := img.Bounds(); b.Dx() != 400 || b.Dy() != 300 {
 		t.Fatalf("image %v, want 400x300", b)
 	}
-	// The series colour must appear: the line was drawn.
-	found := false
-	for y := 0; y < 300 && !found; y++ {
-		for x := 0; x < 400; x++ {
-			r, g, b, _ := img.At(x, y).RGBA()
-			if uint8(r>>8) == colBlue.R && uint8(g>>8) == colBlue.G && uint8(b>>8) == colBlue.B {
-				found = true
-				break
-			}
+	_, nonWhite := colourCounts(img, img.Bounds())
+	// Axes, labels, grid and lines: a few per cent of the image, not none
+	// and not most of it.
+	if total := 400 * 300; nonWhite < total/50 || nonWhite > total/2 {
+		t.Errorf("%d of %d pixels are not white", nonWhite, total)
+	}
+	// Both series' colours must appear in the left half, where the lines
+	// run and the legend (on the right) is not: the lines were drawn.
+	counts, _ := colourCounts(img, image.Rect(0, 0, 200, 300), colBlue, colGreen)
+	for i, name := range []string{"solid series", "dashed series"} {
+		if counts[i] < 20 {
+			t.Errorf("the %s has %d pixels of its colour", name, counts[i])
 		}
 	}
-	if !found {
-		t.Error("the series line is not in the image")
+}
+
+func TestChartPNGEdges(t *testing.T) {
+	dir := t.TempDir()
+	// No series and no ticks: an empty but valid chart, as before.
+	path := filepath.Join(dir, "empty.png")
+	if err := (chart{Title: "empty", W: 200, H: 100}).WritePNG(path); err != nil {
+		t.Fatalf("empty chart: %v", err)
+	}
+	if b := readPNG(t, path).Bounds(); b.Dx() != 200 || b.Dy() != 100 {
+		t.Errorf("empty chart %v, want 200x100", b)
+	}
+	// A size of zero or a point that is not a number is an error.
+	if err := (chart{W: 0, H: 100}).WritePNG(filepath.Join(dir, "zero.png")); err == nil {
+		t.Error("a chart 0 pixels wide was written")
+	}
+	nan := chart{W: 200, H: 100, Series: []series{{Label: "n", Color: colBlue, Points: [][2]float64{{1, math.NaN()}}}}}
+	if err := nan.WritePNG(filepath.Join(dir, "nan.png")); err == nil {
+		t.Error("a chart with a NaN point was written")
+	}
+}
+
+func TestDrawChart(t *testing.T) {
+	o := options{scaleConc: []int{8, 32, 64}, scaleWorkers: []int{1, 2, 4}}
+	res := results{Ceiling: ceilingJSON{Rate: 400}, Baseline: cellResult{Rate: 1500}}
+	for _, c := range o.scaleConc {
+		for _, w := range o.scaleWorkers {
+			res.Scaling = append(res.Scaling, cellResult{Config: cellConfig{Concurrency: c, Workers: w},
+				Rate: float64(50*w + c)})
+		}
+	}
+	path := filepath.Join(t.TempDir(), "docs", "bench-throughput.png")
+	if err := drawChart(path, o, res); err != nil {
+		t.Fatal(err)
+	}
+	img := readPNG(t, path)
+	if b := img.Bounds(); b.Dx() != 760 || b.Dy() != 420 {
+		t.Fatalf("image %v, want 760x420", b)
+	}
+	// One line per worker count and the ceiling, in the left half, away
+	// from the legend. (The black 0.6 x ceiling line cannot be told from
+	// the axes by its colour.)
+	cols := []color.RGBA{colBlue, colOrng, colRed, colGreen}
+	counts, _ := colourCounts(img, image.Rect(0, 0, 380, 420), cols...)
+	for i, n := range counts {
+		if n < 20 {
+			t.Errorf("colour %v has %d pixels: its line is missing", cols[i], n)
+		}
 	}
 }
 
