@@ -1,6 +1,6 @@
-# orderflow's two processes in one image: ./worker (Temporal worker) and
-# ./starter (RocketMQ -> Temporal bridge; also `starter publish` and
-# `starter check`). Used by docker-compose.yml.
+# orderflow's programs in one image: ./worker (Temporal worker), ./starter
+# (RocketMQ -> Temporal bridge) and ./orderflow (the operator command:
+# publish, check, ...). Used by docker-compose.yml.
 
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
@@ -11,11 +11,12 @@ COPY third_party/ third_party/
 RUN go mod download
 COPY . .
 RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/worker ./worker && \
-    CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/starter ./starter
+    CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/starter ./starter && \
+    CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/orderflow ./cmd/orderflow
 
 FROM gcr.io/distroless/static-debian12:nonroot
 WORKDIR /app
-COPY --from=build /out/worker /out/starter /app/
+COPY --from=build /out/worker /out/starter /out/orderflow /app/
 # Metrics, /healthz and /readyz: worker :9090, bridge :9091.
 EXPOSE 9090 9091
 USER nonroot:nonroot

@@ -25,7 +25,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"image/color"
 	"io"
@@ -38,11 +37,9 @@ import (
 	"syscall"
 	"time"
 
-	"go.temporal.io/sdk/client"
-	tlog "go.temporal.io/sdk/log"
-
 	"github.com/orderflow/orderflow/config"
 	"github.com/orderflow/orderflow/internal/mq"
+	"github.com/orderflow/orderflow/internal/obs"
 )
 
 // bench holds the settings and shared resources of a benchmark run.
@@ -97,40 +94,46 @@ func intList(s string) ([]int, error) {
 }
 
 func parse(args []string) (config.Config, tuning, options, error) {
-	cfg := config.FromEnv()
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	cfg.RegisterFlags(fs)
+	var cfg config.Config
+	fs := config.NewSet("bench", "Usage: go run ./bench [flags]   (the benchmark of BENCHMARKS.md)", os.Stderr)
+	cfg.RegisterTemporal(fs)
+	cfg.RegisterDatabase(fs)
+	cfg.RegisterRocketMQ(fs)
+	cfg.RegisterLog(fs)
+	bs := func(name, usage string) config.Setting { return config.Own("ORDERFLOW_BENCH_", name, usage) }
 	var (
 		o                 options
 		t                 tuning
 		scaleConc, scaleW string
 	)
-	fs.IntVar(&o.orders, "orders", 1100, "orders of the e2e and baseline scenarios (1100 orders make about 5,500 messages)")
-	fs.IntVar(&o.concurrency, "concurrency", 32, "bridge (and direct consumer) concurrency of the e2e and baseline runs")
-	fs.IntVar(&o.workers, "workers", 1, "worker processes of the e2e run")
-	fs.IntVar(&o.batch, "batch-size", 1, "messages per consumer callback")
-	fs.IntVar(&o.ceilingN, "ceiling-workflows", 1500, "trivial workflows of the ceiling run")
-	fs.IntVar(&o.ceilingConc, "ceiling-concurrency", 64, "workflows in flight in the ceiling run")
-	fs.IntVar(&o.scaleOrders, "scale-orders", 160, "orders of each scaling cell")
-	fs.StringVar(&scaleConc, "scale-concurrency", "8,32,64", "bridge concurrencies of the scaling table")
-	fs.StringVar(&scaleW, "scale-workers", "1,2", "worker process counts of the scaling table")
-	fs.BoolVar(&o.skipScaling, "skip-scaling", false, "skip the scaling table and the chart")
-	fs.BoolVar(&o.profile, "profile", true, "capture 15s CPU profiles of the e2e run's worker and bridge and their SDK metrics into the log directory")
-	fs.Int64Var(&o.seed, "seed", 42, "scenario seed")
-	fs.StringVar(&o.chart, "chart", "docs/bench-throughput.png", "PNG chart of throughput against bridge concurrency")
-	fs.StringVar(&o.logDir, "log-dir", ".data/bench", "directory of the processes' logs and the results file")
-	fs.StringVar(&o.workerArgs, "worker-args", "", "extra flags for the worker processes (space-separated)")
-	fs.StringVar(&o.bridgeArgs, "bridge-args", "", "extra flags for the bridge process (space-separated)")
-	fs.IntVar(&t.MaxActivities, "max-concurrent-activities", 100, "worker setting, for the ceiling and the worker processes")
-	fs.IntVar(&t.MaxWorkflowTasks, "max-concurrent-workflow-tasks", 100, "worker setting, for the ceiling and the worker processes")
-	fs.IntVar(&t.ActivityPollers, "activity-pollers", 4, "worker setting, for the ceiling and the worker processes")
-	fs.IntVar(&t.WorkflowPollers, "workflow-pollers", 4, "worker setting, for the ceiling and the worker processes")
-	if err := fs.Parse(args); err != nil {
+	fs.Int(&o.orders, 1100, bs("orders", "orders of the e2e and baseline scenarios (1100 orders make about 5,500 messages)"))
+	fs.Int(&o.concurrency, 32, bs("concurrency", "bridge (and direct consumer) concurrency of the e2e and baseline runs"))
+	fs.Int(&o.workers, 1, bs("workers", "worker processes of the e2e run"))
+	fs.Int(&o.batch, 1, bs("batch-size", "messages per consumer callback"))
+	fs.Int(&o.ceilingN, 1500, bs("ceiling-workflows", "trivial workflows of the ceiling run"))
+	fs.Int(&o.ceilingConc, 64, bs("ceiling-concurrency", "workflows in flight in the ceiling run"))
+	fs.Int(&o.scaleOrders, 160, bs("scale-orders", "orders of each scaling cell"))
+	fs.String(&scaleConc, "8,32,64", bs("scale-concurrency", "bridge concurrencies of the scaling table"))
+	fs.String(&scaleW, "1,2", bs("scale-workers", "worker process counts of the scaling table"))
+	fs.Bool(&o.skipScaling, false, bs("skip-scaling", "skip the scaling table and the chart"))
+	fs.Bool(&o.profile, true, bs("profile", "capture 15s CPU profiles of the e2e run's worker and bridge and their SDK metrics into the log directory"))
+	var seed int
+	fs.Int(&seed, 42, bs("seed", "scenario seed"))
+	fs.String(&o.chart, "docs/bench-throughput.png", bs("chart", "PNG chart of throughput against bridge concurrency"))
+	fs.String(&o.logDir, ".data/bench", bs("log-dir", "directory of the processes' logs and the results file"))
+	fs.String(&o.workerArgs, "", bs("worker-args", "extra flags for the worker processes (space-separated)"))
+	fs.String(&o.bridgeArgs, "", bs("bridge-args", "extra flags for the bridge process (space-separated)"))
+	fs.Int(&t.MaxActivities, 100, bs("max-concurrent-activities", "worker setting, for the ceiling and the worker processes"))
+	fs.Int(&t.MaxWorkflowTasks, 100, bs("max-concurrent-workflow-tasks", "worker setting, for the ceiling and the worker processes"))
+	fs.Int(&t.ActivityPollers, 4, bs("activity-pollers", "worker setting, for the ceiling and the worker processes"))
+	fs.Int(&t.WorkflowPollers, 4, bs("workflow-pollers", "worker setting, for the ceiling and the worker processes"))
+	if err := fs.Parse(args, nil); err != nil {
 		return cfg, t, o, err
 	}
-	if fs.NArg() > 0 {
+	if len(fs.Args()) > 0 {
 		return cfg, t, o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	o.seed = int64(seed)
 	var err error
 	if o.scaleConc, err = intList(scaleConc); err != nil {
 		return cfg, t, o, fmt.Errorf("-scale-concurrency: %w", err)
@@ -197,11 +200,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	defer release()
 	dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	tc, err := client.DialContext(dctx, client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace,
-		Logger: tlog.NewStructuredLogger(slog.Default())})
+	tc, err := obs.NewTemporalClient(dctx, cfg, slog.Default(), nil)
 	cancel()
 	if err != nil {
-		return fmt.Errorf("Temporal at %s is unreachable (%v); %s", cfg.TemporalAddress, err, makeUp)
+		return fmt.Errorf("%w; %s", err, makeUp)
 	}
 	defer tc.Close()
 

@@ -10,8 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -289,66 +287,5 @@ func TestVerifyDetectsViolations(t *testing.T) {
 				t.Fatalf("summary does not report the failure:\n%s", out.String())
 			}
 		})
-	}
-}
-
-func TestRunCommand(t *testing.T) {
-	db, dsn := newDB(t)
-	ctx := context.Background()
-	s := genScenario(t, "chk-run", 5)
-	path := filepath.Join(t.TempDir(), "expected.json")
-	if err := s.Expected.WriteFile(path); err != nil {
-		t.Fatal(err)
-	}
-
-	// Nothing consumed yet: the run does not settle.
-	var out bytes.Buffer
-	err := Run(ctx, []string{"-expected", path, "-database-url", dsn, "-wait", "1s", "-interval", "200ms", "-settle", "0s"}, &out)
-	if !errors.Is(err, ErrInvariantViolated) {
-		t.Fatalf("want ErrInvariantViolated, got %v\n%s", err, out.String())
-	}
-	if !strings.Contains(out.String(), "not settled") || !strings.Contains(out.String(), "has no order_events row") {
-		t.Fatalf("output:\n%s", out.String())
-	}
-
-	// Consumed while the checker waits: it settles and passes.
-	out.Reset()
-	jsonPath := filepath.Join(t.TempDir(), "report.json")
-	began := time.Now()
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, []string{"-expected", path, "-database-url", dsn, "-wait", "30s", "-interval", "200ms", "-settle", "500ms", "-json", jsonPath}, &out)
-	}()
-	time.Sleep(700 * time.Millisecond)
-	consume(t, db, s.Messages)
-	if err := <-done; err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
-	}
-	if time.Since(began) < 1200*time.Millisecond {
-		t.Fatalf("settled after %s, before the data was there and stable", time.Since(began))
-	}
-	if !strings.Contains(out.String(), "verdict: PASS") {
-		t.Fatalf("output:\n%s", out.String())
-	}
-	c := s.Expected.Conflicts[0]
-	if want := fmt.Sprintf("example order: %s (version %d arrived twice", c.OrderID, c.Version); !strings.Contains(out.String(), want) {
-		t.Fatalf("output lacks %q:\n%s", want, out.String())
-	}
-	var rep Report
-	data, err := os.ReadFile(jsonPath)
-	if err != nil || json.Unmarshal(data, &rep) != nil || len(rep.Invariants) != 5 {
-		t.Fatalf("JSON report: %v %s", err, data)
-	}
-
-	// Bad arguments and inputs get clear errors.
-	for _, args := range [][]string{
-		{"-expected", filepath.Join(t.TempDir(), "none.json")},
-		{"-expected", path, "-database-url", "postgres://nobody:x@127.0.0.1:1/none?sslmode=disable"},
-		{"-bogus"},
-		{"stray"},
-	} {
-		if err := Run(ctx, args, &out); err == nil {
-			t.Errorf("Run %v succeeded", args)
-		}
 	}
 }

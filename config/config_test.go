@@ -1,28 +1,196 @@
 package config
 
 import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
 	"flag"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 )
 
-func TestPrecedence(t *testing.T) {
-	env := map[string]string{"TEMPORAL_NAMESPACE": "prod", "ORDERFLOW_TOPIC": ""}
-	c := fromLookup(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
-	if c.TemporalNamespace != "prod" {
-		t.Fatalf("env not applied: %q", c.TemporalNamespace)
-	}
-	if c.Topic != "ORDER_EVENTS" {
-		t.Fatalf("empty env must keep the default, got %q", c.Topic)
-	}
-	fs := flag.NewFlagSet("t", flag.ContinueOnError)
-	c.RegisterFlags(fs)
-	if err := fs.Parse([]string{"-temporal-namespace=staging", "-consumer-group=g2"}); err != nil {
+func lookupOf(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func TestPrecedenceDefaultThenEnvThenFlag(t *testing.T) {
+	var c Config
+	var d time.Duration
+	s := NewSet("t", "Usage: t", &bytes.Buffer{})
+	c.RegisterTemporal(s)
+	c.RegisterRocketMQ(s)
+	c.RegisterConsumerGroup(s)
+	s.Duration(&d, time.Second, Setting{Flag: "wait", Env: "T_WAIT", Usage: "how long"})
+	env := map[string]string{"TEMPORAL_NAMESPACE": "prod", "ORDERFLOW_TOPIC": "", "T_WAIT": "3s", "ORDERFLOW_CONSUMER_GROUP": "g1"}
+	if err := s.Parse([]string{"-consumer-group=g2"}, lookupOf(env)); err != nil {
 		t.Fatal(err)
 	}
-	if c.TemporalNamespace != "staging" || c.ConsumerGroup != "g2" {
-		t.Fatalf("flags not applied: %+v", c)
+	if c.TemporalNamespace != "prod" || d != 3*time.Second {
+		t.Errorf("environment not applied: namespace %q, wait %s", c.TemporalNamespace, d)
 	}
-	if c.TaskQueue != "orderflow" || c.TemporalAddress != "127.0.0.1:7233" || c.RocketMQNamesrv != "127.0.0.1:9876" {
-		t.Fatalf("defaults changed: %+v", c)
+	if c.Topic != DefaultTopic {
+		t.Errorf("an empty variable must keep the default, got topic %q", c.Topic)
+	}
+	if c.ConsumerGroup != "g2" {
+		t.Errorf("the flag must win over the variable, got %q", c.ConsumerGroup)
+	}
+	if c.TaskQueue != "orderflow" || c.RocketMQNamesrv != DefaultRocketMQNamesrv {
+		t.Errorf("defaults changed: %+v", c)
+	}
+	if !s.IsSet("temporal-namespace") || !s.IsSet("consumer-group") || s.IsSet("topic") {
+		t.Errorf("IsSet: namespace %v, group %v, topic %v", s.IsSet("temporal-namespace"), s.IsSet("consumer-group"), s.IsSet("topic"))
+	}
+}
+
+func TestBadVariableNamesItAndHidesSecrets(t *testing.T) {
+	var n int
+	var secret string
+	s := NewSet("t", "Usage: t", &bytes.Buffer{})
+	s.Int(&n, 1, Setting{Flag: "n", Env: "T_N", Usage: "a number"})
+	err := s.Parse(nil, lookupOf(map[string]string{"T_N": "many"}))
+	if err == nil || !strings.Contains(err.Error(), `T_N: invalid value "many"`) {
+		t.Errorf("bad T_N: %v", err)
+	}
+	s = NewSet("t", "Usage: t", &bytes.Buffer{})
+	s.Int(&n, 1, Setting{Flag: "n", Env: "T_N", Usage: "a number", Secret: true})
+	s.String(&secret, "", Setting{Flag: "s", Env: "T_S", Usage: "a secret", Secret: true})
+	err = s.Parse(nil, lookupOf(map[string]string{"T_N": "hunter2"}))
+	if err == nil || strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), "T_N") {
+		t.Errorf("bad secret T_N: %v, want the variable named and the value hidden", err)
+	}
+}
+
+func TestUsageListsVariablesAndRedactsSecrets(t *testing.T) {
+	var out bytes.Buffer
+	var c Config
+	s := NewSet("t", "Usage: t [flags]", &out)
+	c.RegisterTemporal(s)
+	c.RegisterDatabase(s)
+	c.RegisterRocketMQ(s)
+	env := map[string]string{"DATABASE_URL": "postgres://u:planted-pw@db:5432/x", "TEMPORAL_API_KEY": "planted-key",
+		"ROCKETMQ_SECRET_KEY": "planted-sk"}
+	if err := s.Parse([]string{"-h"}, lookupOf(env)); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h: %v", err)
+	}
+	text := out.String()
+	for _, want := range []string{"Usage: t [flags]", "-database-url", "env DATABASE_URL", "-temporal-api-key", "env TEMPORAL_API_KEY",
+		"-rocketmq-secret-key", "-temporal-tls-client-cert-path", "postgres://orderflow:xxxxx@127.0.0.1:5432/orderflow"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("usage lacks %q:\n%s", want, text)
+		}
+	}
+	for _, leak := range []string{"planted", "orderflow:orderflow@"} {
+		if strings.Contains(text, leak) {
+			t.Errorf("usage shows %q:\n%s", leak, text)
+		}
+	}
+}
+
+func TestRedact(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                          "",
+		"hunter2":                   "xxxxx",
+		"postgres://u:pw@h:5432/db": "postgres://u:xxxxx@h:5432/db",
+		"postgres://u@h/db?sslmode=require&password=pw": "postgres://u@h/db?password=xxxxx&sslmode=require",
+	} {
+		if got := Redact(in); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestTemporalClientOptions(t *testing.T) {
+	dir := t.TempDir()
+	c := Config{TemporalConfigFile: dir + "/none.toml"}
+	opts, err := c.TemporalClientOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.HostPort != DefaultTemporalAddress || opts.Namespace != DefaultTemporalNamespace || opts.Credentials != nil ||
+		opts.ConnectionOptions.TLS != nil {
+		t.Errorf("defaults: %+v", opts)
+	}
+	c = Config{TemporalConfigFile: dir + "/none.toml", TemporalAddress: "ns.acct.tmprl.cloud:7233",
+		TemporalNamespace: "ns.acct", TemporalAPIKey: "planted-key"}
+	opts, err = c.TemporalClientOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.HostPort != "ns.acct.tmprl.cloud:7233" || opts.Namespace != "ns.acct" || opts.Credentials == nil ||
+		opts.ConnectionOptions.TLS == nil {
+		t.Errorf("API key: %+v, want credentials and TLS", opts)
+	}
+}
+
+// writeCert writes a self-signed certificate and its key (PEM) into dir.
+func writeCert(t *testing.T, dir string) (certPath, keyPath string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "orderflow-test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature, DNSNames: []string{"temporal.test"}}
+	der, err := x509.CreateCertificate(rand.Reader, tpl, tpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPath, keyPath = filepath.Join(dir, "client.pem"), filepath.Join(dir, "client.key")
+	if err := os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certPath, keyPath
+}
+
+// mTLS settings, from the environment as the worker and the bridge read
+// them, become the client's TLS configuration.
+func TestTemporalClientOptionsMTLS(t *testing.T) {
+	dir := t.TempDir()
+	cert, key := writeCert(t, dir)
+	var c Config
+	s := NewSet("t", "Usage: t", &bytes.Buffer{})
+	c.RegisterTemporal(s)
+	env := map[string]string{"TEMPORAL_ADDRESS": "temporal.test:7233", "TEMPORAL_NAMESPACE": "orders",
+		"TEMPORAL_TLS_CLIENT_CERT_PATH": cert, "TEMPORAL_TLS_CLIENT_KEY_PATH": key,
+		"TEMPORAL_TLS_SERVER_CA_CERT_PATH": cert, "TEMPORAL_TLS_SERVER_NAME": "temporal.test",
+		"TEMPORAL_CONFIG_FILE": filepath.Join(dir, "none.toml")}
+	if err := s.Parse(nil, lookupOf(env)); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := c.TemporalClientOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := opts.ConnectionOptions.TLS
+	if opts.HostPort != "temporal.test:7233" || opts.Namespace != "orders" || tc == nil {
+		t.Fatalf("options %+v, want TLS to temporal.test:7233 in namespace orders", opts)
+	}
+	if tc.ServerName != "temporal.test" || tc.RootCAs == nil || (len(tc.Certificates) == 0 && tc.GetClientCertificate == nil) {
+		t.Errorf("TLS config: server name %q, root CAs %v, client certificate %v", tc.ServerName, tc.RootCAs != nil,
+			len(tc.Certificates) > 0 || tc.GetClientCertificate != nil)
+	}
+	t.Logf("client options: HostPort=%s Namespace=%s TLS{ServerName=%s RootCAs=%v ClientCert=%v}",
+		opts.HostPort, opts.Namespace, tc.ServerName, tc.RootCAs != nil, len(tc.Certificates) > 0 || tc.GetClientCertificate != nil)
+
+	c.TemporalTLSClientKeyPath = filepath.Join(dir, "missing.key")
+	if _, err := c.TemporalClientOptions(); err == nil {
+		t.Error("a missing client key file was accepted")
 	}
 }

@@ -358,18 +358,3 @@ func TestPublishOrderRateAndRetry(t *testing.T) {
 		t.Fatalf("cancelled publish: %v", err)
 	}
 }
-
-func TestRunPublishRejectsBadFlags(t *testing.T) {
-	var out bytes.Buffer
-	for _, args := range [][]string{
-		{"-orders", "0"},
-		{"-dup-rate", "2"},
-		{"-prefix", "has space"},
-		{"-nosuchflag"},
-		{"extra"},
-	} {
-		if err := RunPublish(context.Background(), args, &out); err == nil {
-			t.Errorf("RunPublish %v succeeded", args)
-		}
-	}
-}

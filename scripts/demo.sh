@@ -97,9 +97,10 @@ start_one() {
 demo() {
 	mkdir -p "$BIN" "$LOGS"
 	cd "$ROOT"
-	say "building worker and starter into $BIN"
+	say "building worker, starter and orderflow into $BIN"
 	go build -o "$BIN/worker" ./worker
 	go build -o "$BIN/starter" ./starter
+	go build -o "$BIN/orderflow" ./cmd/orderflow
 
 	# Restart whatever runs, so the demo runs the code just built.
 	stop_all
@@ -112,11 +113,11 @@ demo() {
 	prefix="demo-$(date -u +%Y%m%dT%H%M%S)-$RANDOM"
 	expected=$DEMO/expected-$prefix.json
 	say "publishing $ORDERS orders as run $prefix"
-	"$BIN/starter" publish -orders "$ORDERS" -prefix "$prefix" -rate "$RATE" \
+	"$BIN/orderflow" publish -orders "$ORDERS" -prefix "$prefix" -rate "$RATE" \
 		-dup-rate 0.15 -reorder 0.3 -cancel-rate 0.2 -open-rate 0.1 -gap-rate 0.05 \
 		-conflicts 5 -bad 6 -out "$expected"
 	say "checking the invariants (waiting up to $WAIT for the run to settle)"
-	"$BIN/starter" check -expected "$expected" -wait "$WAIT" | tee "$DEMO/check-$prefix.txt" || rc=$?
+	"$BIN/orderflow" check -expected "$expected" -wait "$WAIT" | tee "$DEMO/check-$prefix.txt" || rc=$?
 	example=$(sed -n 's/^example order: \([^ ]*\) (\(.*\))$/\1/p' "$DEMO/check-$prefix.txt")
 	why=$(sed -n 's/^example order: \([^ ]*\) (\(.*\))$/\2/p' "$DEMO/check-$prefix.txt")
 

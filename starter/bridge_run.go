@@ -8,13 +8,11 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/orderflow/orderflow/config"
 	"github.com/orderflow/orderflow/fsm"
@@ -51,81 +49,60 @@ type bridgeConfig struct {
 	Workflow workflows.Params
 }
 
-// bridgeSetting is one bridge-specific setting: a flag and its variable.
-type bridgeSetting struct {
-	env, flag, def, usage string
-}
-
-var bridgeSettings = []bridgeSetting{
-	{"ORDERFLOW_BRIDGE_METRICS_ADDR", "metrics-addr", ":9091", "listen address of /metrics, /healthz and /readyz"},
-	{"ORDERFLOW_BRIDGE_PPROF_ADDR", "pprof-addr", "", "listen address of /debug/pprof/ (empty: off)"},
-	{"ORDERFLOW_BRIDGE_CONCURRENCY", "concurrency", "16", "messages handled at once"},
-	{"ORDERFLOW_BRIDGE_BATCH_SIZE", "batch-size", "1", "messages per consumer callback (a failure redelivers the whole batch)"},
-	{"ORDERFLOW_BRIDGE_GRACE_PERIOD", "grace-period", "30s", "on SIGTERM, how long to wait for in-flight messages"},
-	{"ORDERFLOW_BRIDGE_RETRY_FOR", "retry-for", "15s", "how long one message is retried in-process before it is handed back to the broker"},
-	{"ORDERFLOW_BRIDGE_ATTEMPT_TIMEOUT", "attempt-timeout", "10s", "bound of one attempt to deliver an event to Temporal or park a message in PostgreSQL"},
-	{"ORDERFLOW_BRIDGE_MAX_RETRY_DELAY_LEVEL", "max-retry-delay-level", "5", "cap of the broker's redelivery delay level (3=10s, 4=30s, 5=1m, 6=2m ...)"},
-	{"ORDERFLOW_WORKFLOW_GRACE_PERIOD", "workflow-grace-period", workflows.DefaultGracePeriod.String(), "how long a finished order's workflow waits for late events"},
-	{"ORDERFLOW_WORKFLOW_IDLE_TIMEOUT", "workflow-idle-timeout", workflows.DefaultIdleTimeout.String(), "how long an open order's workflow waits without events before it completes"},
-	{"ORDERFLOW_WORKFLOW_MAX_EVENTS", "workflow-max-events", "0", "continue-as-new after this many events in one run (0: when Temporal suggests)"},
-}
-
-// parseBridgeConfig reads the environment, then the flags in args.
-func parseBridgeConfig(args []string, getenv func(string) string, out io.Writer) (bridgeConfig, error) {
-	cfg := bridgeConfig{Config: config.FromEnv()}
-	fs := flag.NewFlagSet("starter", flag.ContinueOnError)
-	fs.SetOutput(out)
-	fs.Usage = func() {
-		fmt.Fprintf(out, "Usage: starter [flags]   (run the RocketMQ -> Temporal bridge)\n"+
-			"       starter publish ... | starter check ...\n\nFlags (each also read from the environment variable shown):\n")
-		fs.PrintDefaults()
+// parseBridgeConfig reads the defaults, then the environment (lookup), then
+// the flags in args. Usage and errors go to out.
+func parseBridgeConfig(args []string, lookup func(string) (string, bool), out io.Writer) (bridgeConfig, error) {
+	var cfg bridgeConfig
+	s := config.NewSet("starter", "Usage: starter [flags]   (run the RocketMQ -> Temporal bridge)", out)
+	cfg.RegisterTemporal(s)
+	cfg.RegisterDatabase(s)
+	cfg.RegisterRocketMQ(s)
+	cfg.RegisterConsumerGroup(s)
+	cfg.RegisterLog(s)
+	b := func(flag, env, usage string) config.Setting {
+		return config.Setting{Flag: flag, Env: "ORDERFLOW_BRIDGE_" + env, Usage: usage}
 	}
-	cfg.RegisterFlags(fs)
-	vals := make(map[string]*string, len(bridgeSettings))
-	for _, s := range bridgeSettings {
-		v := s.def
-		if e := getenv(s.env); e != "" {
-			v = e
-		}
-		vals[s.flag] = fs.String(s.flag, v, s.usage+" (env "+s.env+")")
+	wf := func(flag, env, usage string) config.Setting {
+		return config.Setting{Flag: flag, Env: "ORDERFLOW_WORKFLOW_" + env, Usage: usage}
 	}
-	if err := fs.Parse(args); err != nil {
+	s.String(&cfg.MetricsAddr, ":9091", b("metrics-addr", "METRICS_ADDR", "listen address of /metrics, /healthz and /readyz"))
+	s.String(&cfg.PprofAddr, "", b("pprof-addr", "PPROF_ADDR", "listen address of /debug/pprof/ (empty: off)"))
+	s.Int(&cfg.Concurrency, 16, b("concurrency", "CONCURRENCY", "messages handled at once"))
+	s.Int(&cfg.BatchSize, 1, b("batch-size", "BATCH_SIZE", "messages per consumer callback (a failure redelivers the whole batch)"))
+	s.Duration(&cfg.GracePeriod, 30*time.Second, b("grace-period", "GRACE_PERIOD", "on SIGTERM, how long to wait for in-flight messages"))
+	s.Duration(&cfg.RetryFor, 15*time.Second, b("retry-for", "RETRY_FOR", "how long one message is retried in-process before it is handed back to the broker"))
+	s.Duration(&cfg.AttemptTimeout, 10*time.Second, b("attempt-timeout", "ATTEMPT_TIMEOUT", "bound of one attempt to deliver an event to Temporal or park a message in PostgreSQL"))
+	s.Int(&cfg.MaxRetryDelayLevel, 5, b("max-retry-delay-level", "MAX_RETRY_DELAY_LEVEL", "cap of the broker's redelivery delay level (3=10s, 4=30s, 5=1m, 6=2m ...)"))
+	s.Duration(&cfg.Workflow.GracePeriod, workflows.DefaultGracePeriod, wf("workflow-grace-period", "GRACE_PERIOD", "how long a finished order's workflow waits for late events"))
+	s.Duration(&cfg.Workflow.IdleTimeout, workflows.DefaultIdleTimeout, wf("workflow-idle-timeout", "IDLE_TIMEOUT", "how long an open order's workflow waits without events before it completes"))
+	s.Int(&cfg.Workflow.MaxEventsPerRun, 0, wf("workflow-max-events", "MAX_EVENTS", "continue-as-new after this many events in one run (0: when Temporal suggests)"))
+	if err := s.Parse(args, lookup); err != nil {
 		return cfg, err
 	}
-	if fs.NArg() > 0 {
-		return cfg, fmt.Errorf("unexpected argument %q (subcommands: publish, check)", fs.Arg(0))
+	if len(s.Args()) > 0 {
+		return cfg, fmt.Errorf("unexpected argument %q (publish and check are subcommands of the orderflow command)", s.Args()[0])
 	}
 	var errs []error
-	intVal := func(name string, min int) int {
-		n, err := strconv.Atoi(*vals[name])
-		if err != nil || n < min {
-			errs = append(errs, fmt.Errorf("-%s: %q is not an integer >= %d", name, *vals[name], min))
+	for name, v := range map[string]int{"concurrency": cfg.Concurrency, "batch-size": cfg.BatchSize, "max-retry-delay-level": cfg.MaxRetryDelayLevel} {
+		if v < 1 {
+			errs = append(errs, fmt.Errorf("-%s: %d is not an integer >= 1", name, v))
 		}
-		return n
 	}
-	durVal := func(name string) time.Duration {
-		d, err := time.ParseDuration(*vals[name])
-		if err != nil || d <= 0 {
-			errs = append(errs, fmt.Errorf("-%s: %q is not a positive duration", name, *vals[name]))
+	if cfg.Workflow.MaxEventsPerRun < 0 {
+		errs = append(errs, fmt.Errorf("-workflow-max-events: %d is not an integer >= 0", cfg.Workflow.MaxEventsPerRun))
+	}
+	for name, d := range map[string]time.Duration{"grace-period": cfg.GracePeriod, "retry-for": cfg.RetryFor,
+		"attempt-timeout": cfg.AttemptTimeout, "workflow-grace-period": cfg.Workflow.GracePeriod,
+		"workflow-idle-timeout": cfg.Workflow.IdleTimeout} {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("-%s: %s is not a positive duration", name, d))
 		}
-		return d
 	}
-	cfg.MetricsAddr = *vals["metrics-addr"]
-	cfg.PprofAddr = *vals["pprof-addr"]
-	cfg.Concurrency = intVal("concurrency", 1)
-	cfg.BatchSize = intVal("batch-size", 1)
-	cfg.GracePeriod = durVal("grace-period")
-	cfg.RetryFor = durVal("retry-for")
-	cfg.AttemptTimeout = durVal("attempt-timeout")
-	cfg.MaxRetryDelayLevel = intVal("max-retry-delay-level", 1)
-	cfg.Workflow.GracePeriod = durVal("workflow-grace-period")
-	cfg.Workflow.IdleTimeout = durVal("workflow-idle-timeout")
-	cfg.Workflow.MaxEventsPerRun = intVal("workflow-max-events", 0)
 	if cfg.MaxRetryDelayLevel > 18 {
 		errs = append(errs, fmt.Errorf("-max-retry-delay-level: %d is above the broker's 18 levels", cfg.MaxRetryDelayLevel))
 	}
 	for name, v := range map[string]string{"topic": cfg.Topic, "consumer-group": cfg.ConsumerGroup,
-		"task-queue": cfg.TaskQueue, "rocketmq-namesrv": cfg.RocketMQNamesrv, "temporal-address": cfg.TemporalAddress} {
+		"task-queue": cfg.TaskQueue, "rocketmq-namesrv": cfg.RocketMQNamesrv} {
 		if v == "" {
 			errs = append(errs, fmt.Errorf("-%s must not be empty", name))
 		}
@@ -237,7 +214,7 @@ func (b *Bridge) stop() error {
 // returns the exit code. stopSignals restores default signal handling once
 // shutdown begins, so a second signal ends the process at once.
 func runBridge(ctx context.Context, stopSignals func(), args []string, stderr io.Writer) int {
-	cfg, err := parseBridgeConfig(args, os.Getenv, stderr)
+	cfg, err := parseBridgeConfig(args, os.LookupEnv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
@@ -245,7 +222,7 @@ func runBridge(ctx context.Context, stopSignals func(), args []string, stderr io
 		fmt.Fprintf(stderr, "starter: %v\n", err)
 		return 2
 	}
-	log, err := obs.LoggerFromEnv("bridge")
+	log, err := obs.NewLoggerAt(os.Stderr, cfg.LogLevel, "bridge")
 	if err != nil {
 		fmt.Fprintf(stderr, "starter: %v\n", err)
 		return 2
@@ -283,14 +260,13 @@ func serveBridge(ctx context.Context, stopSignals func(), cfg bridgeConfig, log 
 
 	// A lazy client connects on first use, so the bridge starts (and keeps
 	// its messages unacked) while Temporal is unreachable.
-	tc, err := client.NewLazyClient(client.Options{
-		HostPort:       cfg.TemporalAddress,
-		Namespace:      cfg.TemporalNamespace,
-		Logger:         sdklog.NewStructuredLogger(log.With("component", "temporal-sdk")),
-		MetricsHandler: metrics.SDKHandler,
-	})
+	opts, err := obs.TemporalOptions(cfg.Config, log, metrics)
 	if err != nil {
-		return fmt.Errorf("temporal client for %s: %w", cfg.TemporalAddress, err)
+		return err
+	}
+	tc, err := client.NewLazyClient(opts)
+	if err != nil {
+		return fmt.Errorf("temporal client for %s: %w", opts.HostPort, err)
 	}
 	defer tc.Close()
 

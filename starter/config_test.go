@@ -7,16 +7,13 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/orderflow/orderflow/config"
 )
 
-func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+func envOf(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
 
 func TestParseBridgeConfigDefaults(t *testing.T) {
-	for _, s := range config.Settings {
-		t.Setenv(s.Env, "")
-	}
 	cfg, err := parseBridgeConfig(nil, envOf(nil), &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
@@ -32,8 +29,7 @@ func TestParseBridgeConfigDefaults(t *testing.T) {
 }
 
 func TestParseBridgeConfigEnvThenFlags(t *testing.T) {
-	t.Setenv("ORDERFLOW_TOPIC", "FROM_ENV")
-	e := envOf(map[string]string{"ORDERFLOW_BRIDGE_CONCURRENCY": "3", "ORDERFLOW_BRIDGE_GRACE_PERIOD": "7s", "ORDERFLOW_BRIDGE_METRICS_ADDR": "127.0.0.1:0"})
+	e := envOf(map[string]string{"ORDERFLOW_TOPIC": "FROM_ENV", "ORDERFLOW_BRIDGE_CONCURRENCY": "3", "ORDERFLOW_BRIDGE_GRACE_PERIOD": "7s", "ORDERFLOW_BRIDGE_METRICS_ADDR": "127.0.0.1:0"})
 	cfg, err := parseBridgeConfig([]string{"-concurrency", "5", "-consumer-group", "g2"}, e, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
@@ -50,9 +46,10 @@ func TestParseBridgeConfigErrors(t *testing.T) {
 		env  map[string]string
 		want []string
 	}{
-		{[]string{"-concurrency", "0"}, nil, []string{`-concurrency: "0" is not an integer >= 1`}},
-		{nil, map[string]string{"ORDERFLOW_BRIDGE_BATCH_SIZE": "many"}, []string{`-batch-size: "many"`}},
-		{[]string{"-grace-period", "soon", "-retry-for", "-1s"}, nil, []string{`-grace-period: "soon" is not a positive duration`, `-retry-for: "-1s"`}},
+		{[]string{"-concurrency", "0"}, nil, []string{`-concurrency: 0 is not an integer >= 1`}},
+		{nil, map[string]string{"ORDERFLOW_BRIDGE_BATCH_SIZE": "many"}, []string{`ORDERFLOW_BRIDGE_BATCH_SIZE: invalid value "many"`}},
+		{[]string{"-grace-period", "soon"}, nil, []string{`invalid value "soon" for flag -grace-period`}},
+		{[]string{"-grace-period", "0s", "-retry-for", "-1s"}, nil, []string{`-grace-period: 0s is not a positive duration`, `-retry-for: -1s`}},
 		{[]string{"-max-retry-delay-level", "19"}, nil, []string{"above the broker's 18 levels"}},
 		{[]string{"-topic", ""}, nil, []string{"-topic must not be empty"}},
 		{[]string{"publsh"}, nil, []string{`unexpected argument "publsh"`}},
@@ -77,9 +74,12 @@ func TestHelpListsEveryFlagWithItsVariable(t *testing.T) {
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("-h: %v", err)
 	}
-	for _, s := range bridgeSettings {
-		if !strings.Contains(out.String(), "-"+s.flag) || !strings.Contains(out.String(), s.env) {
-			t.Errorf("help lacks -%s / %s:\n%s", s.flag, s.env, out.String())
+	for flag, env := range map[string]string{"metrics-addr": "ORDERFLOW_BRIDGE_METRICS_ADDR", "concurrency": "ORDERFLOW_BRIDGE_CONCURRENCY",
+		"retry-for": "ORDERFLOW_BRIDGE_RETRY_FOR", "workflow-grace-period": "ORDERFLOW_WORKFLOW_GRACE_PERIOD",
+		"rocketmq-namesrv": "ROCKETMQ_NAMESRV", "rocketmq-secret-key": "ROCKETMQ_SECRET_KEY", "temporal-api-key": "TEMPORAL_API_KEY",
+		"consumer-group": "ORDERFLOW_CONSUMER_GROUP", "log-level": "ORDERFLOW_LOG_LEVEL"} {
+		if !strings.Contains(out.String(), "-"+flag+"\n") || !strings.Contains(out.String(), env) {
+			t.Errorf("help lacks -%s / %s:\n%s", flag, env, out.String())
 		}
 	}
 	if !strings.Contains(out.String(), "DATABASE_URL") {

@@ -230,7 +230,7 @@ func TestBridgeBinaryStartupFailures(t *testing.T) {
 	}{
 		{"missing topic", []string{"DATABASE_URL=" + dsn, "ORDERFLOW_TOPIC=" + missing}, missing},
 		{"database unreachable", []string{"DATABASE_URL=postgres://orderflow:orderflow@127.0.0.1:1/orderflow?sslmode=disable&connect_timeout=2"}, "127.0.0.1"},
-		{"bad flag value", []string{"ORDERFLOW_BRIDGE_CONCURRENCY=lots"}, `-concurrency: "lots"`},
+		{"bad flag value", []string{"ORDERFLOW_BRIDGE_CONCURRENCY=lots"}, `ORDERFLOW_BRIDGE_CONCURRENCY: invalid value "lots"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strconv"
@@ -36,49 +36,35 @@ type options struct {
 	TemporalWait         time.Duration
 }
 
-// Environment variables of the worker's own settings.
-const (
-	envMetricsAddr = "ORDERFLOW_WORKER_METRICS_ADDR"
-	envStopTimeout = "ORDERFLOW_WORKER_STOP_TIMEOUT"
-	envPprofAddr   = "ORDERFLOW_WORKER_PPROF_ADDR"
-)
-
-func envOr(name, def string) string {
-	if v, ok := os.LookupEnv(name); ok && v != "" {
-		return v
-	}
-	return def
-}
-
 // parse reads the configuration: defaults, then environment, then flags.
-func parse(args []string) (config.Config, options, error) {
-	cfg := config.FromEnv()
-	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
-	cfg.RegisterFlags(fs)
+func parse(args []string, out io.Writer) (config.Config, options, error) {
+	var cfg config.Config
 	var o options
-	fs.StringVar(&o.MetricsAddr, "metrics-addr", envOr(envMetricsAddr, ":9090"),
-		"listen address of /metrics, /healthz and /readyz (env "+envMetricsAddr+")")
-	fs.StringVar(&o.PprofAddr, "pprof-addr", envOr(envPprofAddr, ""),
-		"listen address of /debug/pprof/ (empty: off) (env "+envPprofAddr+")")
-	stop, err := time.ParseDuration(envOr(envStopTimeout, "30s"))
-	if err != nil {
-		return cfg, o, fmt.Errorf("%s: %w", envStopTimeout, err)
+	s := config.NewSet("worker", "Usage: worker [flags]   (run OrderWorkflow and its activities)", out)
+	cfg.RegisterTemporal(s)
+	cfg.RegisterDatabase(s)
+	cfg.RegisterLog(s)
+	// The topic is recorded on the dead letters of conflicting events.
+	s.String(&cfg.Topic, config.DefaultTopic, config.Topic)
+	w := func(flag, env, usage string) config.Setting {
+		return config.Setting{Flag: flag, Env: "ORDERFLOW_WORKER_" + env, Usage: usage}
 	}
-	fs.DurationVar(&o.StopTimeout, "stop-timeout", stop,
-		"on SIGTERM, how long running activities may take to finish (env "+envStopTimeout+")")
-	fs.DurationVar(&o.TemporalWait, "temporal-wait", time.Minute, "at start, how long to wait for an unreachable Temporal frontend")
-	fs.IntVar(&o.MaxActivities, "max-concurrent-activities", 100, "activity executions running at once (0: SDK default)")
-	fs.IntVar(&o.MaxWorkflowTasks, "max-concurrent-workflow-tasks", 100, "workflow tasks running at once (0: SDK default)")
-	fs.IntVar(&o.ActivityPollers, "activity-pollers", 4, "activity task pollers (0: SDK default)")
-	fs.IntVar(&o.WorkflowPollers, "workflow-pollers", 4, "workflow task pollers (0: SDK default)")
-	fs.IntVar(&o.DBMaxOpenConns, "db-max-open-conns", 20, "PostgreSQL connections at most")
-	fs.Float64Var(&o.ActivitiesPerSecond, "activities-per-second", 0, "rate limit of this worker's activities (0: none)")
+	s.String(&o.MetricsAddr, ":9090", w("metrics-addr", "METRICS_ADDR", "listen address of /metrics, /healthz and /readyz"))
+	s.String(&o.PprofAddr, "", w("pprof-addr", "PPROF_ADDR", "listen address of /debug/pprof/ (empty: off)"))
+	s.Duration(&o.StopTimeout, 30*time.Second, w("stop-timeout", "STOP_TIMEOUT", "on SIGTERM, how long running activities may take to finish"))
+	s.Duration(&o.TemporalWait, time.Minute, w("temporal-wait", "TEMPORAL_WAIT", "at start, how long to wait for an unreachable Temporal frontend"))
+	s.Int(&o.MaxActivities, 100, w("max-concurrent-activities", "MAX_CONCURRENT_ACTIVITIES", "activity executions running at once (0: SDK default)"))
+	s.Int(&o.MaxWorkflowTasks, 100, w("max-concurrent-workflow-tasks", "MAX_CONCURRENT_WORKFLOW_TASKS", "workflow tasks running at once (0: SDK default)"))
+	s.Int(&o.ActivityPollers, 4, w("activity-pollers", "ACTIVITY_POLLERS", "activity task pollers (0: SDK default)"))
+	s.Int(&o.WorkflowPollers, 4, w("workflow-pollers", "WORKFLOW_POLLERS", "workflow task pollers (0: SDK default)"))
+	s.Int(&o.DBMaxOpenConns, 20, w("db-max-open-conns", "DB_MAX_OPEN_CONNS", "PostgreSQL connections at most"))
+	s.Float(&o.ActivitiesPerSecond, 0, w("activities-per-second", "ACTIVITIES_PER_SECOND", "rate limit of this worker's activities (0: none)"))
 	o.ShutdownHTTPDeadline = 5 * time.Second
-	if err := fs.Parse(args); err != nil {
+	if err := s.Parse(args, nil); err != nil {
 		return cfg, o, err
 	}
-	if fs.NArg() > 0 {
-		return cfg, o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	if len(s.Args()) > 0 {
+		return cfg, o, fmt.Errorf("unexpected arguments %q", s.Args())
 	}
 	for name, v := range map[string]int{"max-concurrent-activities": o.MaxActivities, "max-concurrent-workflow-tasks": o.MaxWorkflowTasks,
 		"activity-pollers": o.ActivityPollers, "workflow-pollers": o.WorkflowPollers} {
@@ -98,11 +84,11 @@ func parse(args []string) (config.Config, options, error) {
 // run runs the worker until ctx is cancelled (stop releases the signal
 // handler, so that a second signal kills the process) or the worker fails.
 func run(ctx context.Context, stop context.CancelFunc, args []string) error {
-	cfg, o, err := parse(args)
+	cfg, o, err := parse(args, os.Stderr)
 	if err != nil {
 		return err
 	}
-	logger, err := obs.LoggerFromEnv("worker")
+	logger, err := obs.NewLoggerAt(os.Stderr, cfg.LogLevel, "worker")
 	if err != nil {
 		return err
 	}
@@ -116,8 +102,7 @@ func run(ctx context.Context, stop context.CancelFunc, args []string) error {
 }
 
 func serve(ctx context.Context, stop context.CancelFunc, cfg config.Config, o options, logger *slog.Logger) error {
-	logger.Info("worker starting", "temporal", cfg.TemporalAddress, "namespace", cfg.TemporalNamespace,
-		"task_queue", cfg.TaskQueue, "metrics_addr", o.MetricsAddr)
+	logger.Info("worker starting", "task_queue", cfg.TaskQueue, "metrics_addr", o.MetricsAddr)
 
 	db, err := store.Open(ctx, cfg.DatabaseURL, o.DBMaxOpenConns)
 	if err != nil {

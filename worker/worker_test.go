@@ -25,19 +25,19 @@ import (
 
 func TestParseDefaultsEnvAndFlags(t *testing.T) {
 	t.Setenv("ORDERFLOW_TASK_QUEUE", "from-env")
-	t.Setenv(envMetricsAddr, "127.0.0.1:9999")
-	cfg, o, err := parse(nil)
+	t.Setenv("ORDERFLOW_WORKER_METRICS_ADDR", "127.0.0.1:9999")
+	cfg, o, err := parse(nil, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.TaskQueue != "from-env" || o.MetricsAddr != "127.0.0.1:9999" || o.StopTimeout != 30*time.Second {
 		t.Errorf("from env: task queue %q metrics %q stop %v", cfg.TaskQueue, o.MetricsAddr, o.StopTimeout)
 	}
-	if cfg.TemporalAddress != "127.0.0.1:7233" && os.Getenv("TEMPORAL_ADDRESS") == "" {
-		t.Errorf("default temporal address %q", cfg.TemporalAddress)
+	if opts, err := cfg.TemporalClientOptions(); err != nil || (opts.HostPort != "127.0.0.1:7233" && os.Getenv("TEMPORAL_ADDRESS") == "") {
+		t.Errorf("default temporal address %q (%v)", opts.HostPort, err)
 	}
 	cfg, o, err = parse([]string{"-task-queue", "from-flag", "-metrics-addr", ":0", "-stop-timeout", "5s",
-		"-max-concurrent-activities", "7"})
+		"-max-concurrent-activities", "7"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,16 +54,16 @@ func TestParseRejectsBadInput(t *testing.T) {
 		{"-no-such-flag"},
 		{"extra"},
 	} {
-		if _, _, err := parse(args); err == nil {
+		if _, _, err := parse(args, io.Discard); err == nil {
 			t.Errorf("parse(%q) succeeded", args)
 		}
 	}
-	if _, _, err := parse([]string{"-h"}); !errors.Is(err, flag.ErrHelp) {
+	if _, _, err := parse([]string{"-h"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("-h: err = %v", err)
 	}
-	t.Setenv(envStopTimeout, "forever")
-	if _, _, err := parse(nil); err == nil || !strings.Contains(err.Error(), envStopTimeout) {
-		t.Errorf("bad %s: err = %v", envStopTimeout, err)
+	t.Setenv("ORDERFLOW_WORKER_STOP_TIMEOUT", "forever")
+	if _, _, err := parse(nil, io.Discard); err == nil || !strings.Contains(err.Error(), "ORDERFLOW_WORKER_STOP_TIMEOUT") {
+		t.Errorf("bad %s: err = %v", "ORDERFLOW_WORKER_STOP_TIMEOUT", err)
 	}
 }
 

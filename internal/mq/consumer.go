@@ -52,6 +52,9 @@ type ConsumerConfig struct {
 	MaxRetryDelayLevel int
 	// Instance is the client instance name; empty for a unique one.
 	Instance string
+	// AccessKey and SecretKey are the ACL credentials for brokers that
+	// require them (both empty: none).
+	AccessKey, SecretKey string
 	// MaxInflatedBody bounds how many bytes a compressed message body may
 	// inflate to (0: no bound). A body that would inflate further reaches
 	// the handler still compressed, and InflateRefused reports it. The
@@ -133,6 +136,7 @@ func NewConsumer(cfg ConsumerConfig, h Handler) (*Consumer, error) {
 		consumer.WithConsumeGoroutineNums(cfg.Goroutines),
 		consumer.WithConsumeMessageBatchMaxSize(cfg.BatchSize),
 		consumer.WithMaxReconsumeTimes(cfg.MaxReconsumeTimes),
+		consumer.WithCredentials(credentials(cfg.AccessKey, cfg.SecretKey)),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("mq: create consumer for group %s: %w", cfg.Group, err)

@@ -40,6 +40,11 @@ func nameServers(namesrv string) ([]string, error) {
 
 // resolver returns a resolver that hands the client the given addresses as
 // they are, without the HTTP lookup the client would otherwise attempt.
+// credentials are the client's ACL credentials; empty keys mean none.
+func credentials(accessKey, secretKey string) primitive.Credentials {
+	return primitive.Credentials{AccessKey: accessKey, SecretKey: secretKey}
+}
+
 func resolver(addrs []string) primitive.NsResolver {
 	return primitive.NewPassthroughResolver(addrs)
 }

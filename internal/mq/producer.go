@@ -54,6 +54,7 @@ type producerConfig struct {
 	group       string
 	retries     int
 	sendTimeout time.Duration
+	creds       primitive.Credentials
 }
 
 // ProducerOption configures NewProducer.
@@ -75,6 +76,12 @@ func WithSendTimeout(d time.Duration) ProducerOption {
 	return func(c *producerConfig) { c.sendTimeout = d }
 }
 
+// WithCredentials sets the ACL access and secret keys for brokers that
+// require them (both empty: none).
+func WithCredentials(accessKey, secretKey string) ProducerOption {
+	return func(c *producerConfig) { c.creds = credentials(accessKey, secretKey) }
+}
+
 // NewProducer creates and starts a producer that talks to the name servers
 // in namesrv (comma-separated host:port list).
 func NewProducer(namesrv string, opts ...ProducerOption) (*Producer, error) {
@@ -94,6 +101,7 @@ func NewProducer(namesrv string, opts ...ProducerOption) (*Producer, error) {
 		producer.WithQueueSelector(producer.NewHashQueueSelector()),
 		producer.WithRetry(cfg.retries),
 		producer.WithSendMsgTimeout(cfg.sendTimeout),
+		producer.WithCredentials(cfg.creds),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("mq: create producer: %w", err)

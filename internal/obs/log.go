@@ -4,13 +4,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
 )
-
-// LogLevelEnv names the environment variable that sets the log level
-// (debug, info, warn or error; default info).
-const LogLevelEnv = "ORDERFLOW_LOG_LEVEL"
 
 // ParseLevel parses a log level name: debug, info, warn or error (any case).
 func ParseLevel(s string) (slog.Level, error) {
@@ -34,12 +29,12 @@ func NewLogger(w io.Writer, level slog.Leveler, service string) *slog.Logger {
 	return slog.New(h).With("service", service)
 }
 
-// LoggerFromEnv returns NewLogger on stderr at the level named by
-// ORDERFLOW_LOG_LEVEL. An unknown level is an error.
-func LoggerFromEnv(service string) (*slog.Logger, error) {
-	level, err := ParseLevel(os.Getenv(LogLevelEnv))
+// NewLoggerAt returns NewLogger on w at the level named by level (debug,
+// info, warn or error). An unknown level is an error.
+func NewLoggerAt(w io.Writer, level, service string) (*slog.Logger, error) {
+	l, err := ParseLevel(level)
 	if err != nil {
 		return nil, err
 	}
-	return NewLogger(os.Stderr, level, service), nil
+	return NewLogger(w, l, service), nil
 }

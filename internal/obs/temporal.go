@@ -12,22 +12,32 @@ import (
 	"github.com/orderflow/orderflow/config"
 )
 
-// NewTemporalClient dials the Temporal frontend of cfg (address and
-// namespace) with the SDK logging through logger and, when m is not nil,
-// reporting its metrics into m's registry. It fails when the frontend cannot
-// be reached.
-func NewTemporalClient(ctx context.Context, cfg config.Config, logger *slog.Logger, m *Metrics) (client.Client, error) {
-	opts := client.Options{
-		HostPort:  cfg.TemporalAddress,
-		Namespace: cfg.TemporalNamespace,
-		Logger:    sdklog.NewStructuredLogger(logger.With("component", "temporal-sdk")),
+// TemporalOptions returns the Temporal client options of cfg
+// (config.Config.TemporalClientOptions: environment configuration, API key,
+// TLS) with the SDK logging through logger and, when m is not nil,
+// reporting its metrics into m's registry.
+func TemporalOptions(cfg config.Config, logger *slog.Logger, m *Metrics) (client.Options, error) {
+	opts, err := cfg.TemporalClientOptions()
+	if err != nil {
+		return client.Options{}, err
 	}
+	opts.Logger = sdklog.NewStructuredLogger(logger.With("component", "temporal-sdk"))
 	if m != nil {
 		opts.MetricsHandler = m.SDKHandler
 	}
+	return opts, nil
+}
+
+// NewTemporalClient dials the Temporal frontend of cfg (TemporalOptions).
+// It fails when the frontend cannot be reached.
+func NewTemporalClient(ctx context.Context, cfg config.Config, logger *slog.Logger, m *Metrics) (client.Client, error) {
+	opts, err := TemporalOptions(cfg, logger, m)
+	if err != nil {
+		return nil, err
+	}
 	c, err := client.DialContext(ctx, opts)
 	if err != nil {
-		return nil, fmt.Errorf("obs: dial temporal %s (namespace %s): %w", cfg.TemporalAddress, cfg.TemporalNamespace, err)
+		return nil, fmt.Errorf("obs: dial temporal %s (namespace %s): %w", opts.HostPort, opts.Namespace, err)
 	}
 	return c, nil
 }

@@ -11,8 +11,18 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
+	"path/filepath"
 	"time"
 )
+
+// cmdline answers /debug/pprof/cmdline with the program's name only: its
+// arguments may hold secrets (a -database-url with a password, say).
+func cmdline(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	fmt.Fprint(w, filepath.Base(os.Args[0]))
+}
 
 // Serve listens on addr and serves /debug/pprof/ there in the background.
 // An empty addr serves nothing. The returned function shuts the server down.
@@ -26,7 +36,7 @@ func Serve(addr string, logger *slog.Logger) (stop func(), err error) {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/cmdline", cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)

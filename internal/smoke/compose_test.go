@@ -177,7 +177,7 @@ func composeProblems(root string, p *types.Project) []string {
 	// compose services on the default ports, with the default names.
 	for _, svc := range []string{"worker", "starter"} {
 		e := env(p, svc)
-		for _, s := range config.Settings {
+		for _, s := range config.Core() {
 			v, ok := e[s.Env]
 			if !ok {
 				bad("service %s: %s not set", svc, s.Env)

@@ -1,4 +1,4 @@
-package scenario
+package main
 
 import (
 	"bytes"
@@ -15,35 +15,36 @@ import (
 
 	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/internal/testenv"
+	"github.com/orderflow/orderflow/scenario"
 )
 
-// TestRunPublishOnBroker publishes a scenario with the publish command to a
+// TestPublishOnBroker publishes a scenario with the publish command to a
 // fresh topic of the real broker, reads it back and checks the contract's
 // keys, tag and sharding key, the per-order publish order, and that the
 // expected-state file reproduces exactly what was sent.
-func TestRunPublishOnBroker(t *testing.T) {
+func TestPublishOnBroker(t *testing.T) {
 	namesrv := testenv.RocketMQNamesrv(t)
 	topic := testenv.UniqueName("scn-topic")
 	testenv.CreateTopic(t, topic, 4)
 	prefix := testenv.UniqueName("scn")
 	out := filepath.Join(t.TempDir(), "expected.json")
 
-	var stdout bytes.Buffer
-	err := RunPublish(context.Background(), []string{
-		"-orders", "30", "-seed", "9", "-prefix", prefix, "-topic", topic, "-namesrv", namesrv,
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"publish",
+		"-orders", "30", "-seed", "9", "-prefix", prefix, "-topic", topic, "-rocketmq-namesrv", namesrv,
 		"-dup-rate", "0.2", "-reorder", "0.5", "-conflicts", "3", "-bad", "6", "-out", out,
-	}, &stdout)
-	if err != nil {
-		t.Fatalf("publish: %v\n%s", err, stdout.String())
+	}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("publish: exit %d\n%s%s", code, stdout.String(), stderr.String())
 	}
 	if !strings.Contains(stdout.String(), "expected state written to "+out) {
 		t.Fatalf("output:\n%s", stdout.String())
 	}
-	exp, err := ReadFile(out)
+	exp, err := scenario.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	regen, err := Generate(exp.Options)
+	regen, err := scenario.Generate(exp.Options)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +125,7 @@ func TestRunPublishOnBroker(t *testing.T) {
 	}
 	wantOrder := map[string][]string{}
 	for _, m := range regen.Messages {
-		if m.Kind != KindBad {
+		if m.Kind != scenario.KindBad {
 			wantOrder[m.Event.OrderID] = append(wantOrder[m.Event.OrderID], string(m.Msg.Body))
 		}
 	}
@@ -140,6 +141,21 @@ func TestRunPublishOnBroker(t *testing.T) {
 			if r.body != wantOrder[id][i] {
 				t.Fatalf("order %s: message %d out of publish order", id, i)
 			}
+		}
+	}
+}
+
+func TestPublishRejectsBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"-orders", "0"},
+		{"-dup-rate", "2"},
+		{"-prefix", "has space"},
+		{"-nosuchflag"},
+		{"extra"},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(context.Background(), append([]string{"publish"}, args...), &out, &errOut); code != 2 {
+			t.Errorf("orderflow publish %v: exit %d, want 2\n%s", args, code, errOut.String())
 		}
 	}
 }

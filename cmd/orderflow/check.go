@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/orderflow/orderflow/check"
+	"github.com/orderflow/orderflow/config"
+	"github.com/orderflow/orderflow/scenario"
+	"github.com/orderflow/orderflow/store"
+)
+
+// runCheck reads a scenario's expected-state file, waits until the database
+// settles, prints the summary and each invariant's verdict, and fails if an
+// invariant does not hold.
+func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var (
+		cfg                    config.Config
+		expPath, jsonOut       string
+		wait, interval, settle time.Duration
+	)
+	s := config.NewSet("check", "Usage: orderflow check [flags]   (check the invariants of a published scenario)", stderr)
+	cfg.RegisterDatabase(s)
+	c := func(flag, usage string) config.Setting { return config.Own("ORDERFLOW_CHECK_", flag, usage) }
+	s.String(&expPath, "expected.json", c("expected", "expected-state file written by orderflow publish"))
+	s.Duration(&wait, 2*time.Minute, c("wait", "how long to wait for the run to settle"))
+	s.Duration(&interval, time.Second, c("interval", "pause between two looks at the database"))
+	s.Duration(&settle, 3*time.Second, c("settle", "how long the invariants must keep holding"))
+	s.String(&jsonOut, "", c("json", "also write the report as JSON to this file"))
+	if err := parse(s, args); err != nil {
+		return err
+	}
+	exp, err := scenario.ReadFile(expPath)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	db, err := store.Open(octx, cfg.DatabaseURL, 2)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("PostgreSQL at %s is unreachable (run `make up`): %w", config.Redact(cfg.DatabaseURL), err)
+	}
+	defer db.Close()
+	sqlDB, err := db.DB().DB()
+	if err != nil {
+		return err
+	}
+
+	fmt.Fprintf(stdout, "checking run %s: %d orders, %d business keys, %d bad messages, %d conflicts (waiting up to %s to settle)\n",
+		exp.Prefix, len(exp.Orders), len(exp.Keys), len(exp.Bad), len(exp.Conflicts), wait)
+	began := time.Now()
+	last := time.Now()
+	r, err := check.WaitSettled(ctx, sqlDB, exp, check.WaitOptions{Wait: wait, Interval: interval, Settle: settle,
+		Progress: func(r *check.Report) {
+			if time.Since(last) >= 10*time.Second {
+				last = time.Now()
+				n := 0
+				for _, c := range r.EventsByOutcome {
+					n += c
+				}
+				fmt.Fprintf(stdout, "  ... %s: %d of %d business keys recorded, %d invariant(s) not yet holding\n",
+					time.Since(began).Round(time.Second), n, len(exp.Keys), len(r.Failed()))
+			}
+		}})
+	if r == nil {
+		return err
+	}
+	if err == nil {
+		fmt.Fprintf(stdout, "settled after %s\n", time.Since(began).Round(100*time.Millisecond))
+	} else {
+		fmt.Fprintf(stdout, "not settled after %s\n", time.Since(began).Round(100*time.Millisecond))
+	}
+	r.Write(stdout)
+	if id, why := check.ExampleOrder(exp); id != "" {
+		fmt.Fprintf(stdout, "example order: %s (%s)\n", id, why)
+	}
+	if jsonOut != "" {
+		data, jerr := json.MarshalIndent(r, "", "  ")
+		if jerr == nil {
+			jerr = os.WriteFile(jsonOut, append(data, '\n'), 0o644)
+		}
+		if jerr != nil && err == nil {
+			err = fmt.Errorf("write %s: %w", jsonOut, jerr)
+		}
+	}
+	return err
+}

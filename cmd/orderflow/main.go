@@ -1,0 +1,96 @@
+// Command orderflow is the operator command of orderflow:
+//
+//	orderflow publish [flags]   publish a scenario of order events and write its expected final state
+//	orderflow check [flags]     wait until a published scenario settles and check the five invariants
+//
+// Every subcommand takes the same configuration as the worker and the
+// bridge (flags and environment variables; `orderflow SUBCOMMAND -h` lists
+// them) and exits 0 on success, 1 on a failure or finding, 2 on bad usage.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/orderflow/orderflow/internal/obs"
+)
+
+// command is one subcommand.
+type command struct {
+	name, summary string
+	run           func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+var commands = []command{
+	{"publish", "publish a scenario of order events and write its expected final state", runPublish},
+	{"check", "wait until a published scenario settles and check the five invariants", runCheck},
+}
+
+// errUsage marks an error about the command line (exit status 2).
+var errUsage = errors.New("usage")
+
+func main() {
+	ctx, stop := obs.SignalContext(context.Background())
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "Usage: orderflow SUBCOMMAND [flags]")
+	fmt.Fprintln(w)
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nRun `orderflow SUBCOMMAND -h` for its flags.")
+}
+
+// run runs the subcommand args[0] and returns the exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	for _, c := range commands {
+		if c.name != args[0] {
+			continue
+		}
+		err := c.run(ctx, args[1:], stdout, stderr)
+		switch {
+		case err == nil, errors.Is(err, flag.ErrHelp):
+			return 0
+		case errors.Is(err, errUsage):
+			fmt.Fprintf(stderr, "orderflow %s: %v\n", c.name, err)
+			return 2
+		default:
+			fmt.Fprintf(stderr, "orderflow %s: %v\n", c.name, err)
+			return 1
+		}
+	}
+	fmt.Fprintf(stderr, "orderflow: unknown subcommand %q\n\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+// parse parses a subcommand's settings; a bad command line wraps errUsage.
+func parse(s interface {
+	Parse([]string, func(string) (string, bool)) error
+	Args() []string
+}, args []string) error {
+	if err := s.Parse(args, nil); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if len(s.Args()) > 0 {
+		return fmt.Errorf("%w: unexpected arguments %q", errUsage, s.Args())
+	}
+	return nil
+}

@@ -1,0 +1,232 @@
+package config
+
+import (
+	"fmt"
+	"os"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/contrib/envconfig"
+
+	"github.com/orderflow/orderflow/workflows/api"
+)
+
+// Defaults of the shared settings.
+const (
+	DefaultTemporalAddress   = "127.0.0.1:7233"
+	DefaultTemporalNamespace = "default"
+	DefaultDatabaseURL       = "postgres://orderflow:orderflow@127.0.0.1:5432/orderflow?sslmode=disable"
+	DefaultRocketMQNamesrv   = "127.0.0.1:9876"
+	DefaultTopic             = "ORDER_EVENTS"
+	DefaultConsumerGroup     = "orderflow-bridge"
+	DefaultLogLevel          = "info"
+)
+
+// Config is the configuration shared by orderflow's processes. Each binary
+// registers the parts it uses (RegisterTemporal, RegisterDatabase, ...).
+type Config struct {
+	// Temporal: address, namespace and, for clusters that need them, an API
+	// key and TLS files. Settings left empty come from the Temporal
+	// environment configuration's profile (TEMPORAL_CONFIG_FILE,
+	// TEMPORAL_PROFILE), then from the defaults.
+	TemporalAddress             string
+	TemporalNamespace           string
+	TemporalAPIKey              string
+	TemporalTLS                 string
+	TemporalTLSClientCertPath   string
+	TemporalTLSClientKeyPath    string
+	TemporalTLSServerCACertPath string
+	TemporalTLSServerName       string
+	TemporalProfile             string
+	TemporalConfigFile          string
+	// TaskQueue is the task queue of OrderWorkflow.
+	TaskQueue string
+	// DatabaseURL is the PostgreSQL connection URL; TLS as its sslmode says.
+	DatabaseURL string
+	// RocketMQ: name servers and, for brokers with ACL, the access and
+	// secret keys.
+	RocketMQNamesrv   string
+	RocketMQAccessKey string
+	RocketMQSecretKey string
+	// Topic is the topic of order events; ConsumerGroup the bridge's group.
+	Topic         string
+	ConsumerGroup string
+	// LogLevel is debug, info, warn or error.
+	LogLevel string
+}
+
+// The shared settings.
+var (
+	TemporalAddress = Setting{Flag: "temporal-address", Env: "TEMPORAL_ADDRESS",
+		Usage: "Temporal frontend host:port (default " + DefaultTemporalAddress + ", or the profile's)"}
+	TemporalNamespace = Setting{Flag: "temporal-namespace", Env: "TEMPORAL_NAMESPACE",
+		Usage: "Temporal namespace (default " + DefaultTemporalNamespace + ", or the profile's)"}
+	TemporalAPIKey = Setting{Flag: "temporal-api-key", Env: "TEMPORAL_API_KEY",
+		Usage: "API key for Temporal Cloud or a cluster that requires one (turns TLS on)", Secret: true}
+	TemporalTLS = Setting{Flag: "temporal-tls", Env: "TEMPORAL_TLS",
+		Usage: "true to connect to Temporal over TLS, false to force plain TCP (empty: TLS when an API key or TLS file is set)"}
+	TemporalTLSClientCertPath = Setting{Flag: "temporal-tls-client-cert-path", Env: "TEMPORAL_TLS_CLIENT_CERT_PATH",
+		Usage: "client certificate (PEM) for mTLS to Temporal"}
+	TemporalTLSClientKeyPath = Setting{Flag: "temporal-tls-client-key-path", Env: "TEMPORAL_TLS_CLIENT_KEY_PATH",
+		Usage: "client key (PEM) for mTLS to Temporal"}
+	TemporalTLSServerCACertPath = Setting{Flag: "temporal-tls-server-ca-cert-path", Env: "TEMPORAL_TLS_SERVER_CA_CERT_PATH",
+		Usage: "CA certificate (PEM) that signed the Temporal frontend's certificate"}
+	TemporalTLSServerName = Setting{Flag: "temporal-tls-server-name", Env: "TEMPORAL_TLS_SERVER_NAME",
+		Usage: "server name to verify on the Temporal frontend's certificate"}
+	TemporalProfile = Setting{Flag: "temporal-profile", Env: "TEMPORAL_PROFILE",
+		Usage: "profile of the Temporal environment configuration file to use"}
+	TemporalConfigFile = Setting{Flag: "temporal-config-file", Env: "TEMPORAL_CONFIG_FILE",
+		Usage: "Temporal environment configuration file (TOML; default: the user's temporalio/temporal.toml)"}
+	TaskQueue   = Setting{Flag: "task-queue", Env: "ORDERFLOW_TASK_QUEUE", Usage: "Temporal task queue of OrderWorkflow"}
+	DatabaseURL = Setting{Flag: "database-url", Env: "DATABASE_URL",
+		Usage: "PostgreSQL connection URL (sslmode=require or verify-full for TLS)", Secret: true}
+	RocketMQNamesrv = Setting{Flag: "rocketmq-namesrv", Env: "ROCKETMQ_NAMESRV",
+		Usage: "RocketMQ name server host:port (comma-separated for several)"}
+	RocketMQAccessKey = Setting{Flag: "rocketmq-access-key", Env: "ROCKETMQ_ACCESS_KEY",
+		Usage: "RocketMQ ACL access key (empty: no ACL)"}
+	RocketMQSecretKey = Setting{Flag: "rocketmq-secret-key", Env: "ROCKETMQ_SECRET_KEY",
+		Usage: "RocketMQ ACL secret key", Secret: true}
+	Topic         = Setting{Flag: "topic", Env: "ORDERFLOW_TOPIC", Usage: "RocketMQ topic of order events"}
+	ConsumerGroup = Setting{Flag: "consumer-group", Env: "ORDERFLOW_CONSUMER_GROUP", Usage: "RocketMQ consumer group of the bridge"}
+	LogLevel      = Setting{Flag: "log-level", Env: "ORDERFLOW_LOG_LEVEL", Usage: "log level: debug, info, warn or error"}
+)
+
+// Defaults returns the configuration with every default.
+func Defaults() Config {
+	return Config{
+		TemporalAddress:   DefaultTemporalAddress,
+		TemporalNamespace: DefaultTemporalNamespace,
+		TaskQueue:         api.DefaultTaskQueue,
+		DatabaseURL:       DefaultDatabaseURL,
+		RocketMQNamesrv:   DefaultRocketMQNamesrv,
+		Topic:             DefaultTopic,
+		ConsumerGroup:     DefaultConsumerGroup,
+		LogLevel:          DefaultLogLevel,
+	}
+}
+
+// FromEnv returns the defaults overridden by the environment, for tests and
+// tools that take no flags.
+func FromEnv() Config {
+	var c Config
+	s := NewSet("env", "", os.Stderr)
+	c.RegisterTemporal(s)
+	c.RegisterDatabase(s)
+	c.RegisterRocketMQ(s)
+	c.RegisterConsumerGroup(s)
+	c.RegisterLog(s)
+	_ = s.Parse(nil, nil)
+	if c.TemporalAddress == "" {
+		c.TemporalAddress = DefaultTemporalAddress
+	}
+	if c.TemporalNamespace == "" {
+		c.TemporalNamespace = DefaultTemporalNamespace
+	}
+	return c
+}
+
+// RegisterTemporal registers the Temporal settings and the task queue.
+func (c *Config) RegisterTemporal(s *Set) {
+	s.String(&c.TemporalAddress, "", TemporalAddress)
+	s.String(&c.TemporalNamespace, "", TemporalNamespace)
+	s.String(&c.TemporalAPIKey, "", TemporalAPIKey)
+	s.String(&c.TemporalTLS, "", TemporalTLS)
+	s.String(&c.TemporalTLSClientCertPath, "", TemporalTLSClientCertPath)
+	s.String(&c.TemporalTLSClientKeyPath, "", TemporalTLSClientKeyPath)
+	s.String(&c.TemporalTLSServerCACertPath, "", TemporalTLSServerCACertPath)
+	s.String(&c.TemporalTLSServerName, "", TemporalTLSServerName)
+	s.String(&c.TemporalProfile, "", TemporalProfile)
+	s.String(&c.TemporalConfigFile, "", TemporalConfigFile)
+	s.String(&c.TaskQueue, api.DefaultTaskQueue, TaskQueue)
+}
+
+// RegisterDatabase registers DATABASE_URL.
+func (c *Config) RegisterDatabase(s *Set) {
+	s.String(&c.DatabaseURL, DefaultDatabaseURL, DatabaseURL)
+}
+
+// RegisterRocketMQ registers the name servers, the ACL keys and the topic.
+func (c *Config) RegisterRocketMQ(s *Set) {
+	s.String(&c.RocketMQNamesrv, DefaultRocketMQNamesrv, RocketMQNamesrv)
+	s.String(&c.RocketMQAccessKey, "", RocketMQAccessKey)
+	s.String(&c.RocketMQSecretKey, "", RocketMQSecretKey)
+	s.String(&c.Topic, DefaultTopic, Topic)
+}
+
+// RegisterConsumerGroup registers the bridge's consumer group.
+func (c *Config) RegisterConsumerGroup(s *Set) {
+	s.String(&c.ConsumerGroup, DefaultConsumerGroup, ConsumerGroup)
+}
+
+// RegisterLog registers the log level.
+func (c *Config) RegisterLog(s *Set) {
+	s.String(&c.LogLevel, DefaultLogLevel, LogLevel)
+}
+
+// temporalEnv maps the Temporal environment configuration's variables to
+// the settings that hold them.
+func (c *Config) temporalEnv() map[string]string {
+	return map[string]string{
+		TemporalAddress.Env:             c.TemporalAddress,
+		TemporalNamespace.Env:           c.TemporalNamespace,
+		TemporalAPIKey.Env:              c.TemporalAPIKey,
+		TemporalTLS.Env:                 c.TemporalTLS,
+		TemporalTLSClientCertPath.Env:   c.TemporalTLSClientCertPath,
+		TemporalTLSClientKeyPath.Env:    c.TemporalTLSClientKeyPath,
+		TemporalTLSServerCACertPath.Env: c.TemporalTLSServerCACertPath,
+		TemporalTLSServerName.Env:       c.TemporalTLSServerName,
+		TemporalProfile.Env:             c.TemporalProfile,
+		TemporalConfigFile.Env:          c.TemporalConfigFile,
+	}
+}
+
+// settingsLookup is an envconfig.EnvLookup that answers with the settings
+// (flag or variable) and falls back to the process environment for the
+// variables orderflow does not list (TEMPORAL_GRPC_META_*, *_DATA, ...).
+type settingsLookup map[string]string
+
+func (l settingsLookup) Environ() []string { return os.Environ() }
+
+func (l settingsLookup) LookupEnv(key string) (string, bool) {
+	if v, ok := l[key]; ok {
+		return v, v != ""
+	}
+	return os.LookupEnv(key)
+}
+
+// TemporalClientOptions returns the Temporal client options: the SDK's
+// environment configuration (config file profile, then TEMPORAL_*
+// variables) with the settings' values, then the defaults for the address
+// and the namespace. The caller adds its logger and metrics handler.
+func (c *Config) TemporalClientOptions() (client.Options, error) {
+	opts, err := envconfig.LoadClientOptions(envconfig.LoadClientOptionsRequest{EnvLookup: settingsLookup(c.temporalEnv())})
+	if err != nil {
+		return client.Options{}, fmt.Errorf("temporal client configuration: %w", err)
+	}
+	if opts.HostPort == "" {
+		opts.HostPort = DefaultTemporalAddress
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = DefaultTemporalNamespace
+	}
+	return opts, nil
+}
+
+// CoreSetting is a setting of the configuration table with its default.
+type CoreSetting struct {
+	Setting
+	Default string
+}
+
+// Core is the configuration table of docs/design.md: the settings that
+// every process of a deployment shares, with their defaults.
+func Core() []CoreSetting {
+	return []CoreSetting{
+		{TemporalAddress, DefaultTemporalAddress},
+		{TemporalNamespace, DefaultTemporalNamespace},
+		{TaskQueue, api.DefaultTaskQueue},
+		{DatabaseURL, DefaultDatabaseURL},
+		{RocketMQNamesrv, DefaultRocketMQNamesrv},
+		{Topic, DefaultTopic},
+		{ConsumerGroup, DefaultConsumerGroup},
+	}
+}
