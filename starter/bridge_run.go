@@ -157,6 +157,8 @@ func newBridge(cfg bridgeConfig, d bridgeDeps) (*Bridge, error) {
 		BatchSize:          cfg.BatchSize,
 		MaxRetryDelayLevel: cfg.MaxRetryDelayLevel,
 		MaxInflatedBody:    message.MaxBodySize,
+		AccessKey:          cfg.RocketMQAccessKey,
+		SecretKey:          cfg.RocketMQSecretKey,
 	}, h.handle)
 	if err != nil {
 		return nil, err
