@@ -19,6 +19,7 @@ import (
 	"github.com/orderflow/orderflow/check"
 	"github.com/orderflow/orderflow/config"
 	"github.com/orderflow/orderflow/internal/mq"
+	"github.com/orderflow/orderflow/internal/procs"
 	"github.com/orderflow/orderflow/internal/testenv"
 	"github.com/orderflow/orderflow/scenario"
 )
@@ -75,9 +76,7 @@ func TestExactlyOnceUnderChaos(t *testing.T) {
 	prefix := testenv.UniqueName("e2e")
 	testenv.CreateTopic(t, topic, 8)
 
-	bin := t.TempDir()
-	workerBin := buildBinary(t, bin, "github.com/orderflow/orderflow/worker")
-	starterBin := buildBinary(t, bin, "github.com/orderflow/orderflow/starter")
+	workerBin, starterBin := buildBinaries(t)
 
 	env := []string{
 		"DATABASE_URL=" + dsn,
@@ -95,15 +94,15 @@ func TestExactlyOnceUnderChaos(t *testing.T) {
 	worker := newProc(t, "worker", workerBin, "ORDERFLOW_WORKER_METRICS_ADDR", env)
 	bridge := newProc(t, "bridge", starterBin, "ORDERFLOW_BRIDGE_METRICS_ADDR", env)
 	t.Cleanup(func() {
-		bridge.stop()
-		worker.stop()
+		stop(t, bridge)
+		stop(t, worker)
 		if t.Failed() {
-			t.Logf("worker log (tail):\n%s", worker.tail(6000))
-			t.Logf("bridge log (tail):\n%s", bridge.tail(6000))
+			t.Logf("worker log (tail):\n%s", worker.Tail(6000))
+			t.Logf("bridge log (tail):\n%s", bridge.Tail(6000))
 		}
 	})
-	for _, p := range []*proc{worker, bridge} {
-		if err := p.start(ctx); err != nil {
+	for _, p := range []*procs.Proc{worker, bridge} {
+		if err := p.Start(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -154,9 +153,9 @@ func TestExactlyOnceUnderChaos(t *testing.T) {
 			if what == "kill worker" {
 				p = worker
 			}
-			if err = p.kill(); err == nil {
+			if err = p.Kill(); err == nil {
 				sleepCtx(ctx, time.Duration(500+rng.IntN(2500))*time.Millisecond)
-				err = p.start(ctx)
+				err = p.Start(ctx)
 			}
 		case "restart temporal":
 			err = restartTemporal(ctx, temporalData)
@@ -204,9 +203,9 @@ func TestExactlyOnceUnderChaos(t *testing.T) {
 		t.Fatalf("publish: %v", pubErr)
 	}
 	t.Logf("published %d messages in %s (%.0f/s)", c.Messages, pubTook.Round(100*time.Millisecond), float64(c.Messages)/pubTook.Seconds())
-	for _, p := range []*proc{worker, bridge} {
-		if !p.running() {
-			if err := p.start(ctx); err != nil {
+	for _, p := range []*procs.Proc{worker, bridge} {
+		if !p.Running() {
+			if err := p.Start(ctx); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -239,8 +238,8 @@ func TestExactlyOnceUnderChaos(t *testing.T) {
 	}
 
 	// Nothing crashed on bad input or anything else.
-	for _, p := range []*proc{worker, bridge} {
-		if x := p.unexpectedExits(); len(x) > 0 {
+	for _, p := range []*procs.Proc{worker, bridge} {
+		if x := p.Crashes(); len(x) > 0 {
 			t.Errorf("invariant 4: %s", strings.Join(x, "; "))
 		}
 	}
@@ -255,6 +254,37 @@ func TestExactlyOnceUnderChaos(t *testing.T) {
 		c.Messages, c.Orders, c.Duplicates, c.Conflicts, c.Bad, c.Lost,
 		kills["kill bridge"], kills["kill worker"], kills["restart temporal"],
 		pubTook.Round(time.Second), time.Since(settleStart).Round(time.Second), time.Since(began).Round(time.Second))
+}
+
+// buildBinaries builds the worker and the bridge (the starter) into a
+// temporary directory.
+func buildBinaries(t *testing.T) (worker, starter string) {
+	t.Helper()
+	dir := t.TempDir()
+	var err error
+	if worker, err = procs.Build(context.Background(), "github.com/orderflow/orderflow/worker", dir); err != nil {
+		t.Fatal(err)
+	}
+	if starter, err = procs.Build(context.Background(), "github.com/orderflow/orderflow/starter", dir); err != nil {
+		t.Fatal(err)
+	}
+	return worker, starter
+}
+
+// newProc returns the program at path as a process under test, which the
+// test may SIGKILL and start again: each start listens on a free address
+// passed through addrEnv and is ready when its /healthz answers; its output
+// is appended to a log file.
+func newProc(t *testing.T, name, path, addrEnv string, env []string) *procs.Proc {
+	return procs.New(procs.Spec{Name: name, Path: path, Env: env, AddrEnv: addrEnv, Ready: "/healthz",
+		LogPath: filepath.Join(t.TempDir(), name+".log")})
+}
+
+// stop sends SIGTERM and waits up to 45s, then SIGKILL.
+func stop(t *testing.T, p *procs.Proc) {
+	if _, _, err := p.Stop(45 * time.Second); err != nil {
+		t.Log(err)
+	}
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {

@@ -15,6 +15,7 @@ import (
 	"github.com/orderflow/orderflow/check"
 	"github.com/orderflow/orderflow/config"
 	"github.com/orderflow/orderflow/internal/mq"
+	"github.com/orderflow/orderflow/internal/procs"
 	"github.com/orderflow/orderflow/internal/testenv"
 	"github.com/orderflow/orderflow/scenario"
 )
@@ -33,11 +34,8 @@ func setBrokerPermission(ctx context.Context, broker string, perm int) error {
 
 // metric returns the sum of the samples of name whose labels contain every
 // label of want ("result=\"retry\"", say) on the process's /metrics.
-func metric(p *proc, name string, want ...string) (float64, error) {
-	p.mu.Lock()
-	port := p.port
-	p.mu.Unlock()
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+func metric(p *procs.Proc, name string, want ...string) (float64, error) {
+	resp, err := http.Get("http://" + p.Addr() + "/metrics")
 	if err != nil {
 		return 0, err
 	}
@@ -96,9 +94,7 @@ func TestNothingLostWhenTheBrokerRefusesHandBacks(t *testing.T) {
 	prefix := testenv.UniqueName("handback")
 	testenv.CreateTopic(t, topic, 8)
 
-	bin := t.TempDir()
-	workerBin := buildBinary(t, bin, "github.com/orderflow/orderflow/worker")
-	starterBin := buildBinary(t, bin, "github.com/orderflow/orderflow/starter")
+	workerBin, starterBin := buildBinaries(t)
 	env := []string{
 		"DATABASE_URL=" + dsn,
 		"ORDERFLOW_TOPIC=" + topic,
@@ -119,10 +115,10 @@ func TestNothingLostWhenTheBrokerRefusesHandBacks(t *testing.T) {
 	worker := newProc(t, "worker", workerBin, "ORDERFLOW_WORKER_METRICS_ADDR", env)
 	bridge := newProc(t, "bridge", starterBin, "ORDERFLOW_BRIDGE_METRICS_ADDR", bridgeEnv)
 	t.Cleanup(func() {
-		bridge.stop()
-		worker.stop()
+		stop(t, bridge)
+		stop(t, worker)
 		if t.Failed() {
-			t.Logf("bridge log (tail):\n%s", bridge.tail(6000))
+			t.Logf("bridge log (tail):\n%s", bridge.Tail(6000))
 		}
 	})
 
@@ -164,7 +160,7 @@ func TestNothingLostWhenTheBrokerRefusesHandBacks(t *testing.T) {
 
 	// Deliveries fail and the bridge hands messages back: after -retry-for
 	// while running, and on SIGTERM.
-	if err := bridge.start(ctx); err != nil {
+	if err := bridge.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// waitFor waits until cond holds, at most d; false when it did not.
@@ -186,8 +182,8 @@ func TestNothingLostWhenTheBrokerRefusesHandBacks(t *testing.T) {
 		t.Fatalf("the bridge handed back %.0f messages in 2 minutes, want at least %d", handedBack(), n/4)
 	}
 	first := handedBack()
-	bridge.stop()
-	if err := bridge.start(ctx); err != nil {
+	stop(t, bridge)
+	if err := bridge.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// The restarted bridge gets the messages the first one did not ack;
@@ -200,7 +196,7 @@ func TestNothingLostWhenTheBrokerRefusesHandBacks(t *testing.T) {
 	// Everything comes back.
 	restore()
 	temporal.Restore()
-	if err := worker.start(ctx); err != nil {
+	if err := worker.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	settleStart := time.Now()
@@ -215,8 +211,8 @@ func TestNothingLostWhenTheBrokerRefusesHandBacks(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the invariants do not hold: %v", err)
 	}
-	for _, p := range []*proc{worker, bridge} {
-		if x := p.unexpectedExits(); len(x) > 0 {
+	for _, p := range []*procs.Proc{worker, bridge} {
+		if x := p.Crashes(); len(x) > 0 {
 			t.Errorf("invariant 4: %s", strings.Join(x, "; "))
 		}
 	}
