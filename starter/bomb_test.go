@@ -80,7 +80,7 @@ func TestBridgeParksCompressionBombs(t *testing.T) {
 	e.terminate(t, 1)
 	bin := buildBridge(t)
 	p := e.startBridgeProc(t, bin)
-	before := peakRSS(t, p.cmd.Process.Pid)
+	before := peakRSS(t, p.Pid())
 
 	pr, err := rocketmq.NewProducer(
 		producer.WithNsResolver(primitive.NewPassthroughResolver(testenv.NamesrvList(e.namesrv))),
@@ -133,11 +133,11 @@ func TestBridgeParksCompressionBombs(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-p.done:
-		t.Fatalf("bridge exited: %v", err)
+	case <-p.Done():
+		t.Fatalf("bridge exited: %v", p.Err())
 	default:
 	}
-	peak := peakRSS(t, p.cmd.Process.Pid)
+	peak := peakRSS(t, p.Pid())
 	t.Logf("%d bombs of about %d compressed bytes, each inflating to %d MiB: parked; bridge peak RSS %d MiB (%d MiB before)",
 		bombs, len(sent["bomb-0"]), inflated>>20, peak>>20, before>>20)
 	if peak > 256<<20 {

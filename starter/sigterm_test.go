@@ -2,70 +2,40 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/orderflow/orderflow/fsm"
+	"github.com/orderflow/orderflow/internal/procs"
 	"github.com/orderflow/orderflow/internal/testenv"
 )
 
 // buildBridge builds the starter binary into a temporary directory.
 func buildBridge(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "starter")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	bin, err := procs.Build(context.Background(), "github.com/orderflow/orderflow/starter", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }
 
-// syncBuffer collects a process's output.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// bridgeProc is a bridge running as a separate process.
-type bridgeProc struct {
-	cmd  *exec.Cmd
-	out  *syncBuffer
-	done chan error
-}
-
-func (e *env) startBridgeProc(t *testing.T, bin string) *bridgeProc {
+// startBridgeProc runs the bridge binary bin as a separate process, its
+// output kept in memory, and waits until it consumes.
+func (e *env) startBridgeProc(t *testing.T, bin string) *procs.Proc {
 	t.Helper()
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(),
-		"TEMPORAL_ADDRESS="+testenv.TemporalAddress(),
-		"TEMPORAL_NAMESPACE="+testenv.TemporalNamespace(),
-		"ORDERFLOW_TASK_QUEUE="+e.taskQueue,
-		"DATABASE_URL="+e.dsn,
-		"ROCKETMQ_NAMESRV="+e.namesrv,
-		"ORDERFLOW_TOPIC="+e.topic,
-		"ORDERFLOW_CONSUMER_GROUP="+e.group,
+	p := procs.New(procs.Spec{Name: "bridge", Path: bin, Env: []string{
+		"TEMPORAL_ADDRESS=" + testenv.TemporalAddress(),
+		"TEMPORAL_NAMESPACE=" + testenv.TemporalNamespace(),
+		"ORDERFLOW_TASK_QUEUE=" + e.taskQueue,
+		"DATABASE_URL=" + e.dsn,
+		"ROCKETMQ_NAMESRV=" + e.namesrv,
+		"ORDERFLOW_TOPIC=" + e.topic,
+		"ORDERFLOW_CONSUMER_GROUP=" + e.group,
 		"ORDERFLOW_BRIDGE_METRICS_ADDR=127.0.0.1:0",
 		"ORDERFLOW_BRIDGE_CONCURRENCY=8",
 		"ORDERFLOW_BRIDGE_GRACE_PERIOD=20s",
@@ -73,51 +43,29 @@ func (e *env) startBridgeProc(t *testing.T, bin string) *bridgeProc {
 		"ORDERFLOW_WORKFLOW_GRACE_PERIOD=2s",
 		"ORDERFLOW_WORKFLOW_IDLE_TIMEOUT=1m",
 		"ORDERFLOW_LOG_LEVEL=info",
-	)
-	p := &bridgeProc{cmd: cmd, out: &syncBuffer{}, done: make(chan error, 1)}
-	cmd.Stdout, cmd.Stderr = p.out, p.out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start bridge: %v", err)
-	}
-	go func() { p.done <- cmd.Wait() }()
+	}, ReadyOutput: `"msg":"bridge consuming"`, ReadyTimeout: 60 * time.Second})
 	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			<-p.done
+		if p.Running() {
+			_ = p.Kill()
 		}
 		if t.Failed() {
-			t.Logf("bridge output:\n%s", p.out.String())
+			t.Logf("bridge output:\n%s", p.Output())
 		}
 	})
-	// Wait until it consumes.
-	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(p.out.String(), `"msg":"bridge consuming"`) {
-		select {
-		case err := <-p.done:
-			t.Fatalf("bridge exited at start-up (%v):\n%s", err, p.out.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("bridge did not start consuming within 60s:\n%s", p.out.String())
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatalf("start bridge: %v:\n%s", err, p.Output())
 	}
 	return p
 }
 
-// terminate sends SIGTERM and returns the exit code and how long it took.
-func (p *bridgeProc) terminate(t *testing.T, within time.Duration) (int, time.Duration) {
+// sigterm sends SIGTERM and returns the exit code and how long it took.
+func sigterm(t *testing.T, p *procs.Proc, within time.Duration) (int, time.Duration) {
 	t.Helper()
-	start := time.Now()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatalf("SIGTERM: %v", err)
+	code, took, err := p.Stop(within)
+	if err != nil {
+		t.Fatalf("bridge still running %s after SIGTERM (%v):\n%s", within, err, p.Output())
 	}
-	select {
-	case <-p.done:
-	case <-time.After(within):
-		t.Fatalf("bridge still running %s after SIGTERM:\n%s", within, p.out.String())
-	}
-	return p.cmd.ProcessState.ExitCode(), time.Since(start)
+	return code, took
 }
 
 // SIGTERM while messages flow: the bridge finishes what it holds, exits 0,
@@ -167,15 +115,15 @@ func TestBridgeBinarySIGTERM(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for len(e.recordedKeys(t)) < 20 {
 		if time.Now().After(deadline) {
-			t.Fatalf("no events recorded within 30s:\n%s", first.out.String())
+			t.Fatalf("no events recorded within 30s:\n%s", first.Output())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	code, took := first.terminate(t, 30*time.Second)
+	code, took := sigterm(t, first, 30*time.Second)
 	if code != 0 {
-		t.Fatalf("bridge exited %d after SIGTERM:\n%s", code, first.out.String())
+		t.Fatalf("bridge exited %d after SIGTERM:\n%s", code, first.Output())
 	}
-	out := first.out.String()
+	out := first.Output()
 	if !strings.Contains(out, `"msg":"bridge stopping"`) || !strings.Contains(out, `"msg":"bridge stopped"`) {
 		t.Fatalf("no graceful shutdown in the log:\n%s", out)
 	}
@@ -198,8 +146,8 @@ func TestBridgeBinarySIGTERM(t *testing.T) {
 			t.Errorf("bad message %q not parked", body)
 		}
 	}
-	if code, _ := second.terminate(t, 30*time.Second); code != 0 {
-		t.Fatalf("second bridge exited %d after SIGTERM:\n%s", code, second.out.String())
+	if code, _ := sigterm(t, second, 30*time.Second); code != 0 {
+		t.Fatalf("second bridge exited %d after SIGTERM:\n%s", code, second.Output())
 	}
 }
 
@@ -235,16 +183,22 @@ func TestBridgeBinaryStartupFailures(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, bin)
-			cmd.Env = append(os.Environ(), "ROCKETMQ_NAMESRV="+namesrv, "ORDERFLOW_BRIDGE_METRICS_ADDR=127.0.0.1:0",
-				"ORDERFLOW_CONSUMER_GROUP="+testenv.UniqueName("g"), "ORDERFLOW_TOPIC="+missing)
-			cmd.Env = append(cmd.Env, c.env...)
-			out, err := cmd.CombinedOutput()
-			var ee *exec.ExitError
-			if !errors.As(err, &ee) || ee.ExitCode() == 0 {
-				t.Fatalf("bridge did not fail (%v):\n%s", err, out)
+			p := procs.New(procs.Spec{Name: "bridge", Path: bin, Env: append([]string{
+				"ROCKETMQ_NAMESRV=" + namesrv, "ORDERFLOW_BRIDGE_METRICS_ADDR=127.0.0.1:0",
+				"ORDERFLOW_CONSUMER_GROUP=" + testenv.UniqueName("g"), "ORDERFLOW_TOPIC=" + missing}, c.env...)})
+			if err := p.Start(ctx); err != nil {
+				t.Fatal(err)
 			}
-			if !strings.Contains(string(out), c.want) {
+			select {
+			case <-p.Done():
+			case <-ctx.Done():
+				_ = p.Kill()
+			}
+			out := p.Output()
+			if p.ExitCode() == 0 {
+				t.Fatalf("bridge did not fail (%v):\n%s", p.Err(), out)
+			}
+			if !strings.Contains(out, c.want) {
 				t.Fatalf("output does not mention %q:\n%s", c.want, out)
 			}
 		})
