@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,15 +8,13 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/orderflow/orderflow/internal/procs"
 	"github.com/orderflow/orderflow/internal/testenv"
 	"github.com/orderflow/orderflow/internal/workflowtest"
 	"github.com/orderflow/orderflow/workflows"
@@ -67,64 +64,40 @@ func TestParseRejectsBadInput(t *testing.T) {
 	}
 }
 
-// buildWorker builds the worker binary once per test binary run.
+// buildOnce builds the worker binary once per test binary run.
 var buildOnce struct {
 	sync.Once
-	path string
-	err  error
-	out  []byte
+	dir, path string
+	err       error
 }
 
 func workerBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "orderflow-worker-bin-")
-		if err != nil {
-			buildOnce.err = err
+		if buildOnce.dir, buildOnce.err = os.MkdirTemp("", "orderflow-worker-bin-"); buildOnce.err != nil {
 			return
 		}
-		buildOnce.path = filepath.Join(dir, "worker")
-		cmd := exec.Command("go", "build", "-o", buildOnce.path, ".")
-		buildOnce.out, buildOnce.err = cmd.CombinedOutput()
+		buildOnce.path, buildOnce.err = procs.Build(context.Background(), "github.com/orderflow/orderflow/worker", buildOnce.dir)
 	})
 	if buildOnce.err != nil {
-		t.Fatalf("go build worker: %v\n%s", buildOnce.err, buildOnce.out)
+		t.Fatalf("go build worker: %v", buildOnce.err)
 	}
 	return buildOnce.path
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if buildOnce.path != "" {
-		_ = os.RemoveAll(filepath.Dir(buildOnce.path))
+	if buildOnce.dir != "" {
+		_ = os.RemoveAll(buildOnce.dir)
 	}
 	os.Exit(code)
 }
 
 // proc is a worker process started by a test.
 type proc struct {
+	*procs.Proc
 	t    *testing.T
-	cmd  *exec.Cmd
 	addr string // host:port of its HTTP endpoints
-	done chan error
-	log  *lockedBuffer
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // startWorker runs the worker binary against the database and task queue,
@@ -132,72 +105,44 @@ func (l *lockedBuffer) String() string {
 func startWorker(t *testing.T, dsn, taskQueue string, extra ...string) *proc {
 	t.Helper()
 	args := append([]string{"-metrics-addr", "127.0.0.1:0", "-stop-timeout", "20s"}, extra...)
-	cmd := exec.Command(workerBinary(t), args...)
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+dsn, "ORDERFLOW_TASK_QUEUE="+taskQueue, "ORDERFLOW_LOG_LEVEL=info")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{t: t, cmd: cmd, done: make(chan error, 1), log: &lockedBuffer{}}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start worker: %v", err)
-	}
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			p.log.Write([]byte(line + "\n"))
-			var rec struct {
-				Msg  string `json:"msg"`
-				HTTP string `json:"http"`
-			}
-			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "worker polling" {
-				select {
-				case ready <- rec.HTTP:
-				default:
-				}
-			}
-		}
-		p.done <- cmd.Wait()
-	}()
+	p := &proc{t: t, Proc: procs.New(procs.Spec{Name: "worker", Path: workerBinary(t), Args: args,
+		Env:         []string{"DATABASE_URL=" + dsn, "ORDERFLOW_TASK_QUEUE=" + taskQueue, "ORDERFLOW_LOG_LEVEL=info"},
+		ReadyOutput: `"msg":"worker polling"`, ReadyTimeout: 60 * time.Second})}
 	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			<-p.done
+		if p.Running() {
+			_ = p.Kill()
 		}
 		if t.Failed() {
-			t.Logf("worker pid %d log (tail):\n%s", cmd.Process.Pid, tail(p.log.String(), 4000))
+			t.Logf("worker pid %d log (tail):\n%s", p.Pid(), p.Tail(4000))
 		}
 	})
-	select {
-	case p.addr = <-ready:
-	case err := <-p.done:
-		p.done <- err
-		t.Fatalf("worker exited before polling: %v\n%s", err, p.log.String())
-	case <-time.After(60 * time.Second):
-		t.Fatalf("worker did not start polling within 60s\n%s", p.log.String())
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatalf("start worker: %v\n%s", err, p.Output())
 	}
-	return p
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
+	// The address it listens on is in its "worker polling" line.
+	for _, line := range strings.Split(p.Output(), "\n") {
+		var rec struct {
+			Msg  string `json:"msg"`
+			HTTP string `json:"http"`
+		}
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "worker polling" {
+			p.addr = rec.HTTP
+			return p
+		}
 	}
-	return s
+	t.Fatalf("worker did not log its polling with its address\n%s", p.Output())
+	return nil
 }
 
 // wait waits for the process to exit and returns its exit code.
 func (p *proc) wait(limit time.Duration) int {
 	p.t.Helper()
 	select {
-	case <-p.done:
+	case <-p.Done():
 	case <-time.After(limit):
 		p.t.Fatalf("worker did not exit within %v", limit)
 	}
-	return p.cmd.ProcessState.ExitCode()
+	return p.ExitCode()
 }
 
 func (p *proc) get(path string) (int, string) {
@@ -209,6 +154,18 @@ func (p *proc) get(path string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// runWorker runs the worker binary with args until it exits and returns its
+// exit code, its output and what waiting for it returned.
+func runWorker(t *testing.T, args ...string) (code int, out string, err error) {
+	t.Helper()
+	p := procs.New(procs.Spec{Name: "worker", Path: workerBinary(t), Args: args})
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	<-p.Done()
+	return p.ExitCode(), p.Output(), p.Err()
 }
 
 // TestWorkerSurvivesSIGKILL runs the worker binary on a fresh database and
@@ -244,7 +201,7 @@ func TestWorkerSurvivesSIGKILL(t *testing.T) {
 	defer cancel()
 	err = workflowtest.DeliverAll(ctx, c, tq, workflows.DefaultParams(), sc.Messages, 4, func(n int64) {
 		if n == killAt && killed.CompareAndSwap(false, true) {
-			if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			if err := first.Kill(); err != nil {
 				t.Errorf("SIGKILL: %v", err)
 			}
 		}
@@ -273,13 +230,14 @@ func TestWorkerSurvivesSIGKILL(t *testing.T) {
 		}
 	}
 
-	if err := second.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
+	code, _, err := second.Stop(30 * time.Second)
+	if err != nil {
+		t.Fatalf("worker did not exit within 30s of SIGTERM: %v", err)
 	}
-	if code := second.wait(30 * time.Second); code != 0 {
+	if code != 0 {
 		t.Errorf("SIGTERM: exit code %d, want 0", code)
 	}
-	log := second.log.String()
+	log := second.Output()
 	for _, line := range strings.Split(strings.TrimSpace(log), "\n") {
 		if !json.Valid([]byte(line)) {
 			t.Errorf("log line is not JSON: %s", line)
@@ -296,22 +254,20 @@ func TestWorkerSurvivesSIGKILL(t *testing.T) {
 // TestWorkerFailsClearlyOnBadDatabase: a database that cannot be reached
 // stops the worker at start with an error naming the problem.
 func TestWorkerFailsClearlyOnBadDatabase(t *testing.T) {
-	cmd := exec.Command(workerBinary(t), "-metrics-addr", "127.0.0.1:0",
+	code, out, err := runWorker(t, "-metrics-addr", "127.0.0.1:0",
 		"-database-url", "postgres://orderflow:orderflow@127.0.0.1:1/none?sslmode=disable&connect_timeout=2")
-	out, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+	if code != 1 {
 		t.Fatalf("worker with a bad database: err %v\n%s", err, out)
 	}
-	if !strings.Contains(string(out), "worker: open database: ") || !strings.Contains(string(out), "127.0.0.1:1") {
+	if !strings.Contains(out, "worker: open database: ") || !strings.Contains(out, "127.0.0.1:1") {
 		t.Errorf("error does not say what failed:\n%s", out)
 	}
 }
 
 // TestWorkerRejectsBadFlag exits with an error for an unknown flag.
 func TestWorkerRejectsBadFlag(t *testing.T) {
-	out, err := exec.Command(workerBinary(t), "-no-such-flag").CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "no-such-flag") {
+	code, out, err := runWorker(t, "-no-such-flag")
+	if code == 0 || !strings.Contains(out, "no-such-flag") {
 		t.Fatalf("err %v\n%s", err, out)
 	}
 }
