@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/orderflow/orderflow/internal/procs"
 )
 
 func TestParseRejectsBadFlags(t *testing.T) {
@@ -37,7 +39,7 @@ func TestParseRejectsBadFlags(t *testing.T) {
 }
 
 func TestDialCheckNamesMakeUp(t *testing.T) {
-	addr, err := freeAddr() // free a moment ago: nothing listens there
+	addr, err := procs.FreeAddr() // free a moment ago: nothing listens there
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/orderflow/orderflow/check"
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/mq"
+	"github.com/orderflow/orderflow/internal/procs"
 	"github.com/orderflow/orderflow/scenario"
 )
 
@@ -157,19 +158,34 @@ func (b *bench) startConsumers(ctx context.Context, cc cellConfig, db *database,
 		if !cc.Profile {
 			return nil
 		}
-		addr, err := freeAddr()
+		addr, err := procs.FreeAddr()
 		if err != nil {
 			return nil
 		}
 		pprofAddrs[name] = addr
 		return []string{"-pprof-addr", addr}
 	}
-	var procs []*process
+	var started []*procs.Proc
 	stopAll := func() {
-		// Bridge first (it was appended last), then the workers.
-		for i := len(procs) - 1; i >= 0; i-- {
-			procs[i].stop()
+		// Bridge first (it was started last), then the workers.
+		for i := len(started) - 1; i >= 0; i-- {
+			_, _, _ = started[i].Stop(40 * time.Second)
 		}
+	}
+	metricsAddrs := map[string]string{}
+	// start runs bin with args, its JSON logs going to logDir/name.log, its
+	// HTTP endpoints on a free address passed through addrEnv, and waits
+	// until its /readyz answers 200.
+	start := func(name, bin, addrEnv string, args []string) error {
+		p := procs.New(procs.Spec{Name: name, Path: bin, Args: args, Env: []string{"ORDERFLOW_LOG_LEVEL=warn"},
+			LogPath: filepath.Join(b.logDir, name+".log"), AddrEnv: addrEnv, Ready: "/readyz", ReadyTimeout: 90 * time.Second})
+		if err := p.Start(ctx); err != nil {
+			stopAll()
+			return err
+		}
+		started = append(started, p)
+		metricsAddrs[name] = p.Addr()
+		return nil
 	}
 	common := []string{"-task-queue", tq, "-database-url", db.DSN, "-temporal-address", b.cfg.TemporalAddress,
 		"-temporal-namespace", b.cfg.TemporalNamespace}
@@ -180,28 +196,19 @@ func (b *bench) startConsumers(ctx context.Context, cc cellConfig, db *database,
 		if i == 0 {
 			args = append(args, pprofFlag(name)...)
 		}
-		p, err := startProcess(ctx, b.logDir, name, b.workerBin, args)
-		if err != nil {
-			stopAll()
+		if err := start(name, b.workerBin, "ORDERFLOW_WORKER_METRICS_ADDR", args); err != nil {
 			return nil, nil, err
 		}
-		procs = append(procs, p)
 	}
 	args := append(slices.Clone(common), "-topic", topic, "-consumer-group", group,
 		"-rocketmq-namesrv", b.cfg.RocketMQNamesrv,
 		"-concurrency", strconv.Itoa(cc.Concurrency), "-batch-size", strconv.Itoa(cc.BatchSize))
 	args = append(args, b.bridgeArgs...)
 	args = append(args, pprofFlag(cc.Name+"-bridge")...)
-	p, err := startProcess(ctx, b.logDir, cc.Name+"-bridge", b.bridgeBin, args)
-	if err != nil {
-		stopAll()
+	if err := start(cc.Name+"-bridge", b.bridgeBin, "ORDERFLOW_BRIDGE_METRICS_ADDR", args); err != nil {
 		return nil, nil, err
 	}
-	procs = append(procs, p)
-	b.metricsAddrs = map[string]string{}
-	for _, p := range procs {
-		b.metricsAddrs[p.name] = p.addr
-	}
+	b.metricsAddrs = metricsAddrs
 	return stopAll, pprofAddrs, nil
 }
 

@@ -8,9 +8,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -18,6 +15,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 
 	"github.com/orderflow/orderflow/internal/mq"
+	"github.com/orderflow/orderflow/internal/procs"
 	"github.com/orderflow/orderflow/migrations"
 )
 
@@ -113,26 +111,13 @@ func dialCheck(what, addr string) error {
 	return conn.Close()
 }
 
-// freeAddr returns a loopback address with a port that was free a moment ago.
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
 // buildBinaries builds the worker and the bridge into dir.
 func buildBinaries(ctx context.Context, dir string) (worker, bridge string, err error) {
-	worker = filepath.Join(dir, "worker")
-	bridge = filepath.Join(dir, "starter")
-	for bin, pkg := range map[string]string{worker: "github.com/orderflow/orderflow/worker", bridge: "github.com/orderflow/orderflow/starter"} {
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
-		cmd.Stderr = os.Stderr
-		if err := cmd.Run(); err != nil {
-			return "", "", fmt.Errorf("go build %s: %w", pkg, err)
-		}
+	if worker, err = procs.Build(ctx, "github.com/orderflow/orderflow/worker", dir); err != nil {
+		return "", "", err
+	}
+	if bridge, err = procs.Build(ctx, "github.com/orderflow/orderflow/starter", dir); err != nil {
+		return "", "", err
 	}
 	return worker, bridge, nil
 }
