@@ -3,10 +3,11 @@ package profiling
 import (
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/orderflow/orderflow/internal/procs"
 )
 
 func TestServeOff(t *testing.T) {
@@ -18,12 +19,10 @@ func TestServeOff(t *testing.T) {
 }
 
 func TestServeProfiles(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := procs.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
 	stop, err := Serve(addr, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
