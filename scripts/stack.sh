@@ -357,6 +357,9 @@ pg_up() {
 	pg_psql >>"$PG_LOG" 2>&1 <<'EOF' || fail postgres "could not create role and database orderflow" "$PG_LOG"
 SELECT 'CREATE ROLE orderflow LOGIN CREATEDB PASSWORD ''orderflow'''
 WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'orderflow') \gexec
+-- The tests create throwaway roles with passwords of their own (secrets
+-- they look for in the programs' output).
+ALTER ROLE orderflow CREATEROLE;
 SELECT 'CREATE DATABASE orderflow OWNER orderflow'
 WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = 'orderflow') \gexec
 EOF

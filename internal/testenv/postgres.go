@@ -62,6 +62,29 @@ func NewDatabase(t testing.TB) (*gorm.DB, string) {
 	return pgNew(t, true)
 }
 
+// NewDatabaseWithSecret is NewDatabase reached through a role of its own
+// whose password is a fresh secret: it returns the connection URL with that
+// password, and the password, for tests that plant secrets and look for
+// them in a program's output. The role is dropped when the test ends.
+func NewDatabaseWithSecret(t testing.TB) (dsn, password string) {
+	t.Helper()
+	_, base := NewDatabase(t)
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	role := "secret_" + pgRandomSuffix()
+	password = "planted-pw-" + pgRandomSuffix()
+	admin := pgState.admin
+	if _, err := admin.Exec(`CREATE ROLE ` + quoteIdent(role) + ` LOGIN PASSWORD '` + password + `' IN ROLE ` +
+		quoteIdent(u.User.Username())); err != nil {
+		t.Fatalf("testenv: create role: %v", err)
+	}
+	t.Cleanup(func() { _, _ = admin.Exec(`DROP ROLE IF EXISTS ` + quoteIdent(role)) })
+	u.User = url.UserPassword(role, password)
+	return u.String(), password
+}
+
 // NewEmptyDatabase is NewDatabase without the schema: a fresh database with
 // no migration applied, for tests of the migrations themselves.
 func NewEmptyDatabase(t testing.TB) (*gorm.DB, string) {
@@ -120,7 +143,7 @@ func pgPrepare(ctx context.Context) (*sql.DB, *url.URL, string, error) {
 		raw := config.FromEnv().DatabaseURL
 		u, err := url.Parse(raw)
 		if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-			return nil, nil, "", fmt.Errorf("DATABASE_URL must be a postgres:// URL, got %q", raw)
+			return nil, nil, "", fmt.Errorf("DATABASE_URL must be a postgres:// URL, got %q", config.Redact(raw))
 		}
 		admin, err := sql.Open("pgx", raw)
 		if err != nil {

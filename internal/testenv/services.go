@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -158,4 +159,22 @@ func dialCheck(addr string) error {
 		return err
 	}
 	return conn.Close()
+}
+
+// NoSecrets fails the test when text (what a program showed: a log, usage
+// text, an error, an HTTP body) contains any of the secrets, as is or
+// escaped as a URL would carry it.
+func NoSecrets(t testing.TB, where, text string, secrets ...string) {
+	t.Helper()
+	for _, s := range secrets {
+		if s == "" {
+			continue
+		}
+		for _, form := range []string{s, url.QueryEscape(s), url.PathEscape(s)} {
+			if strings.Contains(text, form) {
+				t.Errorf("%s shows a secret (%q):\n%s", where, form, text)
+				break
+			}
+		}
+	}
 }

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orderflow/orderflow/internal/procs"
+	"github.com/orderflow/orderflow/internal/testenv"
+)
+
+// TestWorkerNeverShowsSecrets plants a secret in every secret setting —
+// the database password (a role of its own), a Temporal API key — and looks
+// for them everywhere the worker speaks: -h, a usage error, a start-up
+// failure, every log line of a run at debug level, /metrics, /healthz,
+// /readyz and /debug/pprof/cmdline (with the secrets given as flags too).
+func TestWorkerNeverShowsSecrets(t *testing.T) {
+	dsn, dbPassword := testenv.NewDatabaseWithSecret(t)
+	apiKey := "planted-api-key-" + time.Now().Format("150405.000000")
+	secrets := []string{dbPassword, apiKey}
+	env := []string{"DATABASE_URL=" + dsn, "TEMPORAL_API_KEY=" + apiKey, "TEMPORAL_TLS=false",
+		"ORDERFLOW_TASK_QUEUE=" + testenv.UniqueName("secrets"), "ORDERFLOW_LOG_LEVEL=debug"}
+	run := func(args ...string) (int, string) {
+		p := procs.New(procs.Spec{Name: "worker", Path: workerBinary(t), Args: args, Env: env})
+		if err := p.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		<-p.Done()
+		return p.ExitCode(), p.Output()
+	}
+
+	code, out := run("-h")
+	if code != 0 || !strings.Contains(out, "DATABASE_URL") {
+		t.Errorf("-h: exit %d\n%s", code, out)
+	}
+	testenv.NoSecrets(t, "-h", out, secrets...)
+	code, out = run("-no-such-flag")
+	if code == 0 {
+		t.Errorf("a bad flag: exit 0")
+	}
+	testenv.NoSecrets(t, "a usage error", out, secrets...)
+	code, out = run("-database-url", strings.Replace(dsn, "127.0.0.1:", "127.0.0.1:1", 1)+"&connect_timeout=2")
+	if code == 0 {
+		t.Errorf("an unreachable database: exit 0")
+	}
+	testenv.NoSecrets(t, "a start-up failure", out, secrets...)
+
+	pprof, err := procs.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startWorker(t, dsn, testenv.UniqueName("secrets"), "-pprof-addr", pprof,
+		"-database-url", dsn, "-temporal-api-key", apiKey, "-temporal-tls", "false", "-log-level", "debug")
+	for _, path := range []string{"/metrics", "/healthz", "/readyz"} {
+		status, body := p.get(path)
+		if status != http.StatusOK {
+			t.Errorf("GET %s = %d\n%s", path, status, body)
+		}
+		testenv.NoSecrets(t, "GET "+path, body, secrets...)
+	}
+	resp, err := http.Get("http://" + pprof + "/debug/pprof/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "worker") {
+		t.Errorf("GET /debug/pprof/cmdline = %d %q", resp.StatusCode, body)
+	}
+	testenv.NoSecrets(t, "/debug/pprof/cmdline", string(body), secrets...)
+	if _, _, err := p.Stop(30 * time.Second); err != nil {
+		t.Errorf("stop: %v", err)
+	}
+	testenv.NoSecrets(t, "the worker's log", p.Output(), secrets...)
+	t.Logf("planted %d secrets; none in -h, a usage error, a start-up failure, %d bytes of debug log, /metrics, /healthz, /readyz, /debug/pprof/cmdline",
+		len(secrets), len(p.Output()))
+}
