@@ -54,7 +54,6 @@ type bench struct {
 	bridgeArgs []string
 	logDir     string
 	settleWait time.Duration
-	profile    bool
 	// metricsAddrs are the metrics addresses of the current cell's
 	// processes, by name.
 	metricsAddrs map[string]string
@@ -67,7 +66,7 @@ type options struct {
 	scaleOrders                         int
 	scaleConc, scaleWorkers             []int
 	seed                                int64
-	chart, results, logDir              string
+	chart, logDir                       string
 	workerArgs, bridgeArgs              string
 	skipScaling, profile                bool
 }

@@ -19,8 +19,6 @@ func (s *byteSource) next() byte {
 	return s.b[s.i-1]
 }
 
-func (s *byteSource) intn(n int) int { return int(s.next()) % n }
-
 // nextOf lists the lifecycle arrows, written out by hand.
 var nextOf = map[Status][]Status{
 	Created:   {Paid, Cancelled},

@@ -15,6 +15,7 @@ import (
 // TestPostgresQuery connects with DATABASE_URL (config's default when unset)
 // as the application does, and round-trips a row through a temporary table.
 func TestPostgresQuery(t *testing.T) {
+	testenv.SkipShort(t, "PostgreSQL")
 	url := config.FromEnv().DatabaseURL
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -94,6 +94,7 @@ func NewEmptyDatabase(t testing.TB) (*gorm.DB, string) {
 
 func pgNew(t testing.TB, migrated bool) (*gorm.DB, string) {
 	t.Helper()
+	SkipShort(t, "PostgreSQL")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 

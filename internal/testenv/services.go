@@ -33,6 +33,18 @@ const DefaultBroker = "127.0.0.1:10911"
 // serviceWait bounds how long a helper waits for a service before failing.
 const serviceWait = 30 * time.Second
 
+// SkipShort skips the test under `go test -short`, the fast inner loop that
+// runs only the tests that need no service; what names what it needs.
+// Every helper here that reaches a service calls it, so a test that uses
+// one is skipped in that mode, and runs (and fails when the service is
+// down) in `make test`.
+func SkipShort(t testing.TB, what string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("needs %s; run without -short (make test starts the services)", what)
+	}
+}
+
 // UniqueName returns prefix followed by a suffix unique across tests, test
 // processes and runs, made of [a-z0-9-] only, so it is valid as a RocketMQ
 // topic or group name, a Temporal task queue or an order ID.
@@ -59,6 +71,7 @@ func TemporalNamespace() string { return config.FromEnv().TemporalNamespace }
 // end-to-end test does not restart the server (see ExclusiveTemporal).
 func RequireTemporal(t testing.TB) client.Client {
 	t.Helper()
+	SkipShort(t, "the Temporal server")
 	holdTemporal(t)
 	addr := TemporalAddress()
 	ctx, cancel := context.WithTimeout(context.Background(), serviceWait)
@@ -97,6 +110,7 @@ func QuietRocketMQ() { rlogOnce.Do(func() { rlog.SetLogLevel("error") }) }
 // user to run `make up`.
 func RocketMQNamesrv(t testing.TB) string {
 	t.Helper()
+	SkipShort(t, "the RocketMQ name server")
 	QuietRocketMQ()
 	addrs := config.FromEnv().RocketMQNamesrv
 	for _, a := range strings.Split(addrs, ",") {
@@ -113,6 +127,7 @@ func RocketMQNamesrv(t testing.TB) string {
 // `make up`.
 func RocketMQBroker(t testing.TB) string {
 	t.Helper()
+	SkipShort(t, "the RocketMQ broker")
 	addr := os.Getenv("ROCKETMQ_BROKER")
 	if addr == "" {
 		addr = DefaultBroker
