@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/orderflow/orderflow/internal/procs"
+	"github.com/orderflow/orderflow/internal/uniq"
 )
 
 func TestParseRejectsBadFlags(t *testing.T) {
@@ -202,7 +203,7 @@ func TestDrawChartNeedsResults(t *testing.T) {
 }
 
 func TestUniqueName(t *testing.T) {
-	a, b := uniqueName("x"), uniqueName("x")
+	a, b := uniq.Name("x"), uniq.Name("x")
 	if a == b || !strings.HasPrefix(a, "x-") {
 		t.Errorf("uniqueName: %q, %q", a, b)
 	}

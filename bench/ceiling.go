@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/orderflow/orderflow/fsm"
+	"github.com/orderflow/orderflow/internal/uniq"
 	"github.com/orderflow/orderflow/workflows/api"
 )
 
@@ -72,7 +73,7 @@ type ceilingResult struct {
 // first start to the last completion (each workflow reports the time of its
 // completing task), the same open-loop measure as the e2e run's.
 func runCeiling(ctx context.Context, c client.Client, t tuning, n, concurrency int) (ceilingResult, error) {
-	tq := uniqueName("bench-ceiling")
+	tq := uniq.Name("bench-ceiling")
 	w := worker.New(c, tq, t.options())
 	w.RegisterWorkflowWithOptions(trivialWorkflow, workflow.RegisterOptions{Name: trivialWorkflowType})
 	if err := w.Start(); err != nil {
@@ -80,7 +81,7 @@ func runCeiling(ctx context.Context, c client.Client, t tuning, n, concurrency i
 	}
 	defer w.Stop()
 
-	prefix := uniqueName("ceil")
+	prefix := uniq.Name("ceil")
 	start := func(ctx context.Context, i int) (client.WorkflowRun, error) {
 		id := fmt.Sprintf("bench:%s-%d", prefix, i)
 		e := fsm.Event{EventID: id + "-1", OrderID: fmt.Sprintf("%s-%d", prefix, i), UserID: 1, Status: fsm.Created,

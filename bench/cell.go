@@ -20,6 +20,7 @@ import (
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/internal/procs"
+	"github.com/orderflow/orderflow/internal/uniq"
 	"github.com/orderflow/orderflow/scenario"
 )
 
@@ -75,10 +76,10 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 			slog.Warn("bench: drop database", "err", err)
 		}
 	}()
-	topic := uniqueName("bench-events")
-	group := uniqueName("bench-group")
-	tq := uniqueName("bench-tq")
-	prefix := uniqueName("b")
+	topic := uniq.Name("bench-events")
+	group := uniq.Name("bench-group")
+	tq := uniq.Name("bench-tq")
+	prefix := uniq.Name("b")
 	if err := createTopic(ctx, b.namesrv, b.broker, topic, 8); err != nil {
 		return res, err
 	}
@@ -99,7 +100,7 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 	profiled := b.captureProfiles(ctx, cc.Name, pprofAddrs)
 	defer profiled()
 
-	p, err := mq.NewProducer(b.cfg.RocketMQNamesrv, mq.WithProducerGroup(uniqueName("bench-pub")))
+	p, err := mq.NewProducer(b.cfg.RocketMQNamesrv, mq.WithProducerGroup(uniq.Name("bench-pub")))
 	if err != nil {
 		return res, err
 	}

@@ -2,13 +2,10 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"fmt"
 	"net"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -16,19 +13,12 @@ import (
 
 	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/internal/procs"
+	"github.com/orderflow/orderflow/internal/uniq"
 	"github.com/orderflow/orderflow/migrations"
 )
 
 // makeUp is the hint every service failure ends with.
 const makeUp = "start the local stack with `make up` (see `make status`)"
-
-// uniqueName returns prefix followed by a suffix unique across runs, made of
-// [a-z0-9-]: valid as a topic, group, task queue or order ID prefix.
-func uniqueName(prefix string) string {
-	var b [3]byte
-	_, _ = rand.Read(b[:])
-	return prefix + "-" + strconv.FormatInt(time.Now().UnixNano()/1e6, 36) + "-" + hex.EncodeToString(b[:])
-}
 
 // database is a fresh, migrated PostgreSQL database of one benchmark cell.
 type database struct {
@@ -62,7 +52,7 @@ func newDatabase(ctx context.Context, adminURL string) (*database, error) {
 		_ = adm.Close()
 		return nil, fmt.Errorf("PostgreSQL at %s is unreachable (%v); %s", u.Redacted(), err, makeUp)
 	}
-	name := strings.ReplaceAll(uniqueName("orderflow_bench"), "-", "_")
+	name := strings.ReplaceAll(uniq.Name("orderflow_bench"), "-", "_")
 	if _, err := adm.ExecContext(ctx, `CREATE DATABASE `+name); err != nil {
 		_ = adm.Close()
 		return nil, fmt.Errorf("create database %s: %w", name, err)

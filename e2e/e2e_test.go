@@ -21,6 +21,7 @@ import (
 	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/internal/procs"
 	"github.com/orderflow/orderflow/internal/testenv"
+	"github.com/orderflow/orderflow/internal/uniq"
 	"github.com/orderflow/orderflow/scenario"
 )
 
@@ -70,10 +71,10 @@ func TestExactlyOnceUnderChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	topic := testenv.UniqueName("e2e-events")
-	group := testenv.UniqueName("e2e-bridge")
-	taskQueue := testenv.UniqueName("e2e-tq")
-	prefix := testenv.UniqueName("e2e")
+	topic := uniq.Name("e2e-events")
+	group := uniq.Name("e2e-bridge")
+	taskQueue := uniq.Name("e2e-tq")
+	prefix := uniq.Name("e2e")
 	testenv.CreateTopic(t, topic, 8)
 
 	workerBin, starterBin := buildBinaries(t)
@@ -121,7 +122,7 @@ func TestExactlyOnceUnderChaos(t *testing.T) {
 	t.Logf("scenario %s (seed %d): %d orders, %d messages: %d events, %d duplicates, %d conflicts, %d bad; %d reordered orders, %d lost events",
 		prefix, seed, c.Orders, c.Messages, c.Events, c.Duplicates, c.Conflicts, c.Bad, c.Reordered, c.Lost)
 
-	producer, err := mq.NewProducer(namesrv, mq.WithProducerGroup(testenv.UniqueName("e2e-producer")))
+	producer, err := mq.NewProducer(namesrv, mq.WithProducerGroup(uniq.Name("e2e-producer")))
 	if err != nil {
 		t.Fatalf("producer: %v; start the stack with `make up`", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/internal/procs"
 	"github.com/orderflow/orderflow/internal/testenv"
+	"github.com/orderflow/orderflow/internal/uniq"
 	"github.com/orderflow/orderflow/scenario"
 )
 
@@ -88,10 +89,10 @@ func TestNothingLostWhenTheBrokerRefusesHandBacks(t *testing.T) {
 	temporal := testenv.StartProxy(t, config.FromEnv().TemporalAddress)
 	temporal.Cut()
 
-	topic := testenv.UniqueName("handback-events")
-	group := testenv.UniqueName("handback-bridge")
-	taskQueue := testenv.UniqueName("handback-tq")
-	prefix := testenv.UniqueName("handback")
+	topic := uniq.Name("handback-events")
+	group := uniq.Name("handback-bridge")
+	taskQueue := uniq.Name("handback-tq")
+	prefix := uniq.Name("handback")
 	testenv.CreateTopic(t, topic, 8)
 
 	workerBin, starterBin := buildBinaries(t)
@@ -129,7 +130,7 @@ func TestNothingLostWhenTheBrokerRefusesHandBacks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	producer, err := mq.NewProducer(namesrv, mq.WithProducerGroup(testenv.UniqueName("handback-producer")))
+	producer, err := mq.NewProducer(namesrv, mq.WithProducerGroup(uniq.Name("handback-producer")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,8 +2,6 @@ package scenario
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -91,11 +89,4 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
-}
-
-// NewRunPrefix returns a fresh run prefix: "run-<UTC time>-<random hex>".
-func NewRunPrefix() string {
-	var b [3]byte
-	_, _ = rand.Read(b[:])
-	return "run-" + time.Now().UTC().Format("20060102T150405") + "-" + hex.EncodeToString(b[:])
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/testenv"
+	"github.com/orderflow/orderflow/internal/uniq"
 	"github.com/orderflow/orderflow/message"
 )
 
@@ -84,7 +85,7 @@ func TestBridgeParksCompressionBombs(t *testing.T) {
 
 	pr, err := rocketmq.NewProducer(
 		producer.WithNsResolver(primitive.NewPassthroughResolver(testenv.NamesrvList(e.namesrv))),
-		producer.WithGroupName(testenv.UniqueName("bomb-producer")),
+		producer.WithGroupName(uniq.Name("bomb-producer")),
 		producer.WithRetry(2),
 	)
 	if err != nil {

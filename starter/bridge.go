@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/cenkalti/backoff/v5"
 
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/mq"
@@ -101,34 +102,34 @@ func (h *handler) process(ctx context.Context, m *primitive.MessageExt) (string,
 }
 
 // attempt runs f until it succeeds, the retry budget is spent or ctx is done,
-// with exponential backoff between attempts.
+// with exponential backoff (and jitter) between attempts.
 func (h *handler) attempt(ctx context.Context, log *slog.Logger, target string, f func(context.Context) error) error {
-	deadline := h.now().Add(h.retry.For)
-	wait := h.retry.Initial
-	for n := 1; ; n++ {
+	n := 0
+	var last error
+	_, err := backoff.Retry(ctx, func() (struct{}, error) {
+		n++
 		actx, cancel := context.WithTimeout(ctx, h.retry.Attempt)
-		err := f(actx)
-		cancel()
-		if err == nil {
-			return nil
+		defer cancel()
+		if err := f(actx); err != nil {
+			h.metrics.attemptErrors.WithLabelValues(target).Inc()
+			last = err
+			return struct{}{}, err
 		}
-		h.metrics.attemptErrors.WithLabelValues(target).Inc()
-		if ctx.Err() != nil {
-			return fmt.Errorf("%s: attempt %d: %w (stopping: %w)", target, n, err, ctx.Err())
-		}
-		if !h.now().Add(wait).Before(deadline) {
-			return fmt.Errorf("%s: gave up after %d attempts: %w", target, n, err)
-		}
-		log.Warn("attempt failed; retrying", "target", target, "attempt", n, "backoff", wait, "err", err)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("%s: attempt %d: %w (stopping: %w)", target, n, err, ctx.Err())
-		case <-t.C:
-		}
-		wait = min(2*wait, h.retry.Max)
+		return struct{}{}, nil
+	},
+		backoff.WithBackOff(&backoff.ExponentialBackOff{InitialInterval: h.retry.Initial, Multiplier: 2,
+			MaxInterval: h.retry.Max, RandomizationFactor: 0.2}),
+		backoff.WithMaxElapsedTime(h.retry.For),
+		backoff.WithNotify(func(err error, wait time.Duration) {
+			log.Warn("attempt failed; retrying", "target", target, "attempt", n, "backoff", wait, "err", err)
+		}))
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return fmt.Errorf("%s: attempt %d: %w (stopping: %w)", target, n, last, ctx.Err())
 	}
+	return fmt.Errorf("%s: gave up after %d attempts: %w", target, n, err)
 }
 
 // envelope is the message as received, for message.Parse.

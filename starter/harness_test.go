@@ -31,6 +31,7 @@ import (
 	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/internal/obs"
 	"github.com/orderflow/orderflow/internal/testenv"
+	"github.com/orderflow/orderflow/internal/uniq"
 	"github.com/orderflow/orderflow/store"
 	"github.com/orderflow/orderflow/workflows"
 	"github.com/orderflow/orderflow/workflows/api"
@@ -62,10 +63,10 @@ func newEnv(t *testing.T, queues int) *env {
 	if e.sqlDB, err = e.db.DB(); err != nil {
 		t.Fatal(err)
 	}
-	e.topic = testenv.UniqueName("bridge")
-	e.group = testenv.UniqueName("bridge-g")
-	e.taskQueue = testenv.UniqueName("bridge-tq")
-	e.prefix = testenv.UniqueName("o")
+	e.topic = uniq.Name("bridge")
+	e.group = uniq.Name("bridge-g")
+	e.taskQueue = uniq.Name("bridge-tq")
+	e.prefix = uniq.Name("o")
 	testenv.CreateTopic(t, e.topic, queues)
 	// Made up front so that redeliveries are routed at once (the client
 	// learns a retry topic the broker creates later only on its next 30s

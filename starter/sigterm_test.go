@@ -12,6 +12,7 @@ import (
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/procs"
 	"github.com/orderflow/orderflow/internal/testenv"
+	"github.com/orderflow/orderflow/internal/uniq"
 )
 
 // buildBridge builds the starter binary into a temporary directory.
@@ -170,7 +171,7 @@ func TestBridgeBinaryStartupFailures(t *testing.T) {
 	namesrv := testenv.RocketMQNamesrv(t)
 	_, dsn := testenv.NewDatabase(t)
 	bin := buildBridge(t)
-	missing := testenv.UniqueName("no-such-topic")
+	missing := uniq.Name("no-such-topic")
 	for _, c := range []struct {
 		name string
 		env  []string
@@ -185,7 +186,7 @@ func TestBridgeBinaryStartupFailures(t *testing.T) {
 			defer cancel()
 			p := procs.New(procs.Spec{Name: "bridge", Path: bin, Env: append([]string{
 				"ROCKETMQ_NAMESRV=" + namesrv, "ORDERFLOW_BRIDGE_METRICS_ADDR=127.0.0.1:0",
-				"ORDERFLOW_CONSUMER_GROUP=" + testenv.UniqueName("g"), "ORDERFLOW_TOPIC=" + missing}, c.env...)})
+				"ORDERFLOW_CONSUMER_GROUP=" + uniq.Name("g"), "ORDERFLOW_TOPIC=" + missing}, c.env...)})
 			if err := p.Start(ctx); err != nil {
 				t.Fatal(err)
 			}

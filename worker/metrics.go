@@ -1,24 +1,20 @@
 package main
 
 import (
-	"context"
-	"time"
-
 	"github.com/prometheus/client_golang/prometheus"
-	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/interceptor"
 
 	"github.com/orderflow/orderflow/activities"
 	"github.com/orderflow/orderflow/fsm"
 )
 
-// metrics are the worker's own Prometheus metrics: events by outcome,
-// points awarded and activity latency. It implements activities.Recorder.
+// metrics are the worker's own Prometheus metrics: events by outcome and
+// points awarded. It implements activities.Recorder. (Activity and local
+// activity latency are the SDK's: temporal_activity_execution_latency and
+// temporal_local_activity_execution_latency.)
 type metrics struct {
-	events          *prometheus.CounterVec
-	pointsRows      *prometheus.CounterVec
-	points          *prometheus.CounterVec
-	activityLatency *prometheus.HistogramVec
+	events     *prometheus.CounterVec
+	pointsRows *prometheus.CounterVec
+	points     *prometheus.CounterVec
 }
 
 var _ activities.Recorder = (*metrics)(nil)
@@ -37,13 +33,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "orderflow_points_awarded_total",
 			Help: "Absolute points moved by inserted ledger rows, by kind (refunds take these back).",
 		}, []string{"kind"}),
-		activityLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "orderflow_activity_duration_seconds",
-			Help:    "Duration of one activity attempt, by activity and result.",
-			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
-		}, []string{"activity", "result"}),
 	}
-	for _, c := range []prometheus.Collector{m.events, m.pointsRows, m.points, m.activityLatency} {
+	for _, c := range []prometheus.Collector{m.events, m.pointsRows, m.points} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -68,36 +59,4 @@ func (m *metrics) ObservePoints(k fsm.PointsKind, points int64) {
 		points = -points
 	}
 	m.points.WithLabelValues(string(k)).Add(float64(points))
-}
-
-// interceptor returns a worker interceptor timing every activity attempt.
-func (m *metrics) interceptor() interceptor.WorkerInterceptor {
-	return &latencyInterceptor{hist: m.activityLatency}
-}
-
-type latencyInterceptor struct {
-	interceptor.WorkerInterceptorBase
-	hist *prometheus.HistogramVec
-}
-
-func (l *latencyInterceptor) InterceptActivity(ctx context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
-	i := &latencyActivity{hist: l.hist}
-	i.Next = next
-	return i
-}
-
-type latencyActivity struct {
-	interceptor.ActivityInboundInterceptorBase
-	hist *prometheus.HistogramVec
-}
-
-func (l *latencyActivity) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
-	start := time.Now()
-	res, err := l.Next.ExecuteActivity(ctx, in)
-	result := "ok"
-	if err != nil {
-		result = "error"
-	}
-	l.hist.WithLabelValues(activity.GetInfo(ctx).ActivityType.Name, result).Observe(time.Since(start).Seconds())
-	return res, err
 }

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"time"
 
-	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/orderflow/orderflow/activities"
@@ -155,7 +154,6 @@ func serve(ctx context.Context, stop context.CancelFunc, cfg config.Config, o op
 		MaxConcurrentWorkflowTaskPollers:       o.WorkflowPollers,
 		WorkerActivitiesPerSecond:              o.ActivitiesPerSecond,
 		WorkerStopTimeout:                      o.StopTimeout,
-		Interceptors:                           []interceptor.WorkerInterceptor{own.interceptor()},
 		OnFatalError: func(err error) {
 			select {
 			case fatal <- err:

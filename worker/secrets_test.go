@@ -10,6 +10,7 @@ import (
 
 	"github.com/orderflow/orderflow/internal/procs"
 	"github.com/orderflow/orderflow/internal/testenv"
+	"github.com/orderflow/orderflow/internal/uniq"
 )
 
 // TestWorkerNeverShowsSecrets plants a secret in every secret setting —
@@ -22,7 +23,7 @@ func TestWorkerNeverShowsSecrets(t *testing.T) {
 	apiKey := "planted-api-key-" + time.Now().Format("150405.000000")
 	secrets := []string{dbPassword, apiKey}
 	env := []string{"DATABASE_URL=" + dsn, "TEMPORAL_API_KEY=" + apiKey, "TEMPORAL_TLS=false",
-		"ORDERFLOW_TASK_QUEUE=" + testenv.UniqueName("secrets"), "ORDERFLOW_LOG_LEVEL=debug"}
+		"ORDERFLOW_TASK_QUEUE=" + uniq.Name("secrets"), "ORDERFLOW_LOG_LEVEL=debug"}
 	run := func(args ...string) (int, string) {
 		p := procs.New(procs.Spec{Name: "worker", Path: workerBinary(t), Args: args, Env: env})
 		if err := p.Start(context.Background()); err != nil {
@@ -52,7 +53,7 @@ func TestWorkerNeverShowsSecrets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := startWorker(t, dsn, testenv.UniqueName("secrets"), "-pprof-addr", pprof,
+	p := startWorker(t, dsn, uniq.Name("secrets"), "-pprof-addr", pprof,
 		"-database-url", dsn, "-temporal-api-key", apiKey, "-temporal-tls", "false", "-log-level", "debug")
 	for _, path := range []string{"/metrics", "/healthz", "/readyz"} {
 		status, body := p.get(path)

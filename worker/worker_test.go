@@ -16,6 +16,7 @@ import (
 
 	"github.com/orderflow/orderflow/internal/procs"
 	"github.com/orderflow/orderflow/internal/testenv"
+	"github.com/orderflow/orderflow/internal/uniq"
 	"github.com/orderflow/orderflow/internal/workflowtest"
 	"github.com/orderflow/orderflow/workflows"
 )
@@ -180,8 +181,8 @@ func TestWorkerSurvivesSIGKILL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tq := testenv.UniqueName("wk-kill")
-	sc := workflowtest.Scenario(t, testenv.UniqueName("wkk"), 100, 7)
+	tq := uniq.Name("wk-kill")
+	sc := workflowtest.Scenario(t, uniq.Name("wkk"), 100, 7)
 	t.Cleanup(func() { workflowtest.TerminateAll(c, &sc.Expected, "test finished") })
 
 	first := startWorker(t, dsn, tq)
@@ -223,7 +224,7 @@ func TestWorkerSurvivesSIGKILL(t *testing.T) {
 
 	// The project's and the SDK's metrics are exported.
 	_, metrics := second.get("/metrics")
-	for _, want := range []string{`orderflow_events_total{outcome="applied"}`, `orderflow_activity_duration_seconds_bucket{activity="ApplyEvent"`,
+	for _, want := range []string{`orderflow_events_total{outcome="applied"}`, `temporal_local_activity_execution_latency_bucket{activity_type="ApplyEvent"`,
 		"orderflow_points_awarded_total", "temporal_workflow_task_execution_latency", "temporal_local_activity_execution_latency"} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)

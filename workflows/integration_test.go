@@ -12,6 +12,7 @@ import (
 
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/testenv"
+	"github.com/orderflow/orderflow/internal/uniq"
 	"github.com/orderflow/orderflow/internal/workflowtest"
 	"github.com/orderflow/orderflow/workflows"
 	"github.com/orderflow/orderflow/workflows/api"
@@ -27,10 +28,10 @@ func TestStreamOnRealServices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tq := testenv.UniqueName("wf-stream")
+	tq := uniq.Name("wf-stream")
 	workflowtest.StartWorker(t, c, tq, db)
 
-	sc := workflowtest.Scenario(t, testenv.UniqueName("wfs"), 100, 42)
+	sc := workflowtest.Scenario(t, uniq.Name("wfs"), 100, 42)
 	t.Cleanup(func() { workflowtest.TerminateAll(c, &sc.Expected, "test finished") })
 
 	start := time.Now()
@@ -73,9 +74,9 @@ func TestLateEventAfterClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tq := testenv.UniqueName("wf-late")
+	tq := uniq.Name("wf-late")
 	workflowtest.StartWorker(t, c, tq, db)
-	orderID := testenv.UniqueName("late")
+	orderID := uniq.Name("late")
 	params := workflows.Params{GracePeriod: time.Second, IdleTimeout: time.Minute}
 	t.Cleanup(func() {
 		_ = c.TerminateWorkflow(context.Background(), api.WorkflowID(orderID), "", "test finished")

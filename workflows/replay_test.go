@@ -20,6 +20,7 @@ import (
 
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/testenv"
+	"github.com/orderflow/orderflow/internal/uniq"
 	"github.com/orderflow/orderflow/internal/workflowtest"
 	"github.com/orderflow/orderflow/workflows"
 	"github.com/orderflow/orderflow/workflows/api"
@@ -112,7 +113,7 @@ func TestRecordHistories(t *testing.T) {
 	}
 	c := testenv.RequireTemporal(t)
 	db, _ := testenv.NewDatabase(t)
-	tq := testenv.UniqueName("wf-record")
+	tq := uniq.Name("wf-record")
 	workflowtest.StartWorker(t, c, tq, db)
 	ctx := context.Background()
 	quick := workflows.Params{GracePeriod: time.Second, IdleTimeout: 3 * time.Second}
@@ -122,7 +123,7 @@ func TestRecordHistories(t *testing.T) {
 		pause  time.Duration // before the next step
 	}
 	record := func(name string, p workflows.Params, steps ...step) {
-		orderID := testenv.UniqueName("rec-" + name)
+		orderID := uniq.Name("rec-" + name)
 		for _, s := range steps {
 			for _, e := range s.events {
 				e.OrderID = orderID
@@ -162,7 +163,7 @@ func TestRecordHistories(t *testing.T) {
 	// The first run closes after its grace period; the late v2 starts a
 	// fresh run that rehydrates and finds it stale. Only the fresh run is
 	// kept (the first is the in-order case again).
-	late := testenv.UniqueName("rec-late")
+	late := uniq.Name("rec-late")
 	for _, e := range []fsm.Event{lc[0], lc[2], lc[3], lc[4]} {
 		e.OrderID, e.EventID = late, fmt.Sprintf("%s-v%d", late, e.Version)
 		if err := workflows.Deliver(ctx, c, tq, quick, e); err != nil {

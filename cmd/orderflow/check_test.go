@@ -14,6 +14,7 @@ import (
 	"github.com/orderflow/orderflow/check"
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/testenv"
+	"github.com/orderflow/orderflow/internal/uniq"
 	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/scenario"
 	"github.com/orderflow/orderflow/store"
@@ -49,7 +50,7 @@ func apply(t *testing.T, s *store.Store, topic string, msgs []scenario.Message) 
 func TestCheckCommand(t *testing.T) {
 	gdb, dsn := testenv.NewDatabase(t)
 	ctx := context.Background()
-	sc, err := scenario.Generate(scenario.Options{Orders: 6, Seed: 5, Prefix: testenv.UniqueName("chk"),
+	sc, err := scenario.Generate(scenario.Options{Orders: 6, Seed: 5, Prefix: uniq.Name("chk"),
 		Start: time.Now().UTC().Truncate(time.Second), DupRate: 0.3, Reorder: 0.5, CancelRate: 0.3, Conflicts: 1, Bad: 3})
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/orderflow/orderflow/config"
 	"github.com/orderflow/orderflow/internal/mq"
+	"github.com/orderflow/orderflow/internal/uniq"
 	"github.com/orderflow/orderflow/scenario"
 )
 
@@ -42,7 +43,7 @@ func runPublish(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	o.Seed = int64(seed)
 	if o.Prefix == "" {
-		o.Prefix = scenario.NewRunPrefix()
+		o.Prefix = uniq.Name("run")
 	}
 	if o.Seed == 0 {
 		o.Seed = time.Now().UnixNano()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/internal/testenv"
+	"github.com/orderflow/orderflow/internal/uniq"
 	"github.com/orderflow/orderflow/scenario"
 )
 
@@ -24,9 +25,9 @@ import (
 // expected-state file reproduces exactly what was sent.
 func TestPublishOnBroker(t *testing.T) {
 	namesrv := testenv.RocketMQNamesrv(t)
-	topic := testenv.UniqueName("scn-topic")
+	topic := uniq.Name("scn-topic")
 	testenv.CreateTopic(t, topic, 4)
-	prefix := testenv.UniqueName("scn")
+	prefix := uniq.Name("scn")
 	out := filepath.Join(t.TempDir(), "expected.json")
 
 	var stdout, stderr bytes.Buffer
@@ -54,7 +55,7 @@ func TestPublishOnBroker(t *testing.T) {
 
 	var mu sync.Mutex
 	var got []*primitive.MessageExt
-	c, err := mq.NewConsumer(mq.ConsumerConfig{NameServer: namesrv, Topic: topic, Group: testenv.UniqueName("scn-group")},
+	c, err := mq.NewConsumer(mq.ConsumerConfig{NameServer: namesrv, Topic: topic, Group: uniq.Name("scn-group")},
 		func(_ context.Context, m *primitive.MessageExt) error {
 			mu.Lock()
 			got = append(got, m)

@@ -12,6 +12,7 @@ import (
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/orderflow/orderflow/internal/uniq"
 )
 
 // Handler processes one message. Returning nil acknowledges it; returning an
@@ -121,7 +122,7 @@ func NewConsumer(cfg ConsumerConfig, h Handler) (*Consumer, error) {
 		cfg.MaxRetryDelayLevel = 5
 	}
 	if cfg.Instance == "" {
-		cfg.Instance = instanceName("consumer")
+		cfg.Instance = uniq.Name("orderflow-consumer")
 	}
 	if cfg.MaxInflatedBody > 0 {
 		primitive.SetInflateLimit(cfg.MaxInflatedBody)

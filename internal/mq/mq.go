@@ -13,11 +13,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/rlog"
@@ -47,15 +44,6 @@ func credentials(accessKey, secretKey string) primitive.Credentials {
 
 func resolver(addrs []string) primitive.NsResolver {
 	return primitive.NewPassthroughResolver(addrs)
-}
-
-var instanceSeq atomic.Int64
-
-// instanceName returns a client instance name unique within the process, so
-// that several producers and consumers (as tests create them) never share a
-// client or collide in a consumer group.
-func instanceName(kind string) string {
-	return fmt.Sprintf("orderflow-%s-%d-%d-%d", kind, os.Getpid(), time.Now().UnixNano(), instanceSeq.Add(1))
 }
 
 var logOnce sync.Once

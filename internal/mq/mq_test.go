@@ -15,13 +15,14 @@ import (
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/internal/testenv"
+	"github.com/orderflow/orderflow/internal/uniq"
 )
 
 // setup creates a fresh topic and a producer for it.
 func setup(t *testing.T, queues int) (namesrv, topic string, p *mq.Producer) {
 	t.Helper()
 	namesrv = testenv.RocketMQNamesrv(t)
-	topic = testenv.UniqueName("mqtest")
+	topic = uniq.Name("mqtest")
 	testenv.CreateTopic(t, topic, queues)
 	p, err := mq.NewProducer(namesrv)
 	if err != nil {
@@ -85,7 +86,7 @@ func newConsumer(t *testing.T, cfg mq.ConsumerConfig, h mq.Handler) *mq.Consumer
 func TestPublishEventContractAndOrdering(t *testing.T) {
 	namesrv, topic, p := setup(t, 4)
 	ctx := context.Background()
-	orders := []string{testenv.UniqueName("o-a"), testenv.UniqueName("o-b"), testenv.UniqueName("o-c"), testenv.UniqueName("o-d")}
+	orders := []string{uniq.Name("o-a"), uniq.Name("o-b"), uniq.Name("o-c"), uniq.Name("o-d")}
 	statuses := []fsm.Status{fsm.Created, fsm.Paid, fsm.Shipped}
 	want := map[string]fsm.Event{}
 	for _, o := range orders {
@@ -104,7 +105,7 @@ func TestPublishEventContractAndOrdering(t *testing.T) {
 		}
 	}
 	var got received
-	newConsumer(t, mq.ConsumerConfig{NameServer: namesrv, Topic: topic, Group: testenv.UniqueName("g")},
+	newConsumer(t, mq.ConsumerConfig{NameServer: namesrv, Topic: topic, Group: uniq.Name("g")},
 		func(_ context.Context, m *primitive.MessageExt) error { got.add(m); return nil })
 	waitFor(t, "all events consumed", 60*time.Second, func() bool { return got.count() == len(want) })
 
@@ -137,7 +138,7 @@ func TestPublishRawKeepsBodyAndEmptyKeys(t *testing.T) {
 		}
 	}
 	var got received
-	newConsumer(t, mq.ConsumerConfig{NameServer: namesrv, Topic: topic, Group: testenv.UniqueName("g")},
+	newConsumer(t, mq.ConsumerConfig{NameServer: namesrv, Topic: topic, Group: uniq.Name("g")},
 		func(_ context.Context, m *primitive.MessageExt) error { got.add(m); return nil })
 	waitFor(t, "raw messages consumed", 60*time.Second, func() bool { return got.count() == len(bodies) })
 	for _, b := range bodies {
@@ -182,7 +183,7 @@ func TestConsumerConfigErrors(t *testing.T) {
 
 func TestConsumerStartFailsOnMissingTopic(t *testing.T) {
 	namesrv := testenv.RocketMQNamesrv(t)
-	c, err := mq.NewConsumer(mq.ConsumerConfig{NameServer: namesrv, Topic: testenv.UniqueName("absent"), Group: testenv.UniqueName("g")},
+	c, err := mq.NewConsumer(mq.ConsumerConfig{NameServer: namesrv, Topic: uniq.Name("absent"), Group: uniq.Name("g")},
 		func(context.Context, *primitive.MessageExt) error { return nil })
 	if err != nil {
 		t.Fatal(err)
@@ -211,7 +212,7 @@ func TestFailedMessagesAreDeliveredAgain(t *testing.T) {
 	var mu sync.Mutex
 	calls := map[string]int{}
 	var got received
-	group := testenv.UniqueName("g")
+	group := uniq.Name("g")
 	// The broker creates a group's retry topic on the first failure, and the
 	// client learns its route only on its next periodic update (30s); made
 	// up front, the redelivery takes the configured 1s delay.
@@ -254,7 +255,7 @@ func TestStopWaitsForInFlightAndLosesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	group := testenv.UniqueName("g")
+	group := uniq.Name("g")
 	var done received
 	var afterStop atomic.Int64
 	var stopped atomic.Bool
@@ -317,7 +318,7 @@ func TestStopCancelsHandlersAfterGrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancelled := make(chan struct{})
-	c, err := mq.NewConsumer(mq.ConsumerConfig{NameServer: namesrv, Topic: topic, Group: testenv.UniqueName("g")},
+	c, err := mq.NewConsumer(mq.ConsumerConfig{NameServer: namesrv, Topic: topic, Group: uniq.Name("g")},
 		func(ctx context.Context, m *primitive.MessageExt) error {
 			<-ctx.Done()
 			close(cancelled)
@@ -358,7 +359,7 @@ func TestLag(t *testing.T) {
 	}
 	release := make(chan struct{})
 	var handled atomic.Int64
-	c := newConsumer(t, mq.ConsumerConfig{NameServer: namesrv, Topic: topic, Group: testenv.UniqueName("g"), Goroutines: 1},
+	c := newConsumer(t, mq.ConsumerConfig{NameServer: namesrv, Topic: topic, Group: uniq.Name("g"), Goroutines: 1},
 		func(context.Context, *primitive.MessageExt) error {
 			<-release
 			handled.Add(1)
@@ -386,7 +387,7 @@ func TestCreateTopicGivesUpWhenTheBrokerIsUnreachable(t *testing.T) {
 	testenv.QuietRocketMQ()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	err := mq.CreateTopic(ctx, []string{"127.0.0.1:1"}, "127.0.0.1:1", testenv.UniqueName("unreachable"), 4)
+	err := mq.CreateTopic(ctx, []string{"127.0.0.1:1"}, "127.0.0.1:1", uniq.Name("unreachable"), 4)
 	if err == nil || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("CreateTopic against a closed port: %v, want a deadline error", err)
 	}

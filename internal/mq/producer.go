@@ -12,6 +12,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/producer"
 
 	"github.com/orderflow/orderflow/fsm"
+	"github.com/orderflow/orderflow/internal/uniq"
 )
 
 // Message is one message to publish.
@@ -97,7 +98,7 @@ func NewProducer(namesrv string, opts ...ProducerOption) (*Producer, error) {
 	p, err := rocketmq.NewProducer(
 		producer.WithNsResolver(resolver(addrs)),
 		producer.WithGroupName(cfg.group),
-		producer.WithInstanceName(instanceName("producer")),
+		producer.WithInstanceName(uniq.Name("orderflow-producer")),
 		producer.WithQueueSelector(producer.NewHashQueueSelector()),
 		producer.WithRetry(cfg.retries),
 		producer.WithSendMsgTimeout(cfg.sendTimeout),

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
@@ -43,27 +44,25 @@ func NewTemporalClient(ctx context.Context, cfg config.Config, logger *slog.Logg
 }
 
 // DialTemporal is NewTemporalClient, retried with backoff (0.5s doubling to
-// 5s) while the frontend is unreachable, for up to wait: a process started
-// together with Temporal, or during its restart, waits for it instead of
-// failing at once. It returns the last error when wait has passed or ctx
-// ends.
+// 5s, with jitter) while the frontend is unreachable, for up to wait: a
+// process started together with Temporal, or during its restart, waits for
+// it instead of failing at once. It returns the last error when wait has
+// passed or ctx ends.
 func DialTemporal(ctx context.Context, cfg config.Config, logger *slog.Logger, m *Metrics, wait time.Duration) (client.Client, error) {
-	deadline := time.Now().Add(wait)
-	backoff := 500 * time.Millisecond
-	for {
+	var last error
+	c, err := backoff.Retry(ctx, func() (client.Client, error) {
 		c, err := NewTemporalClient(ctx, cfg, logger, m)
-		if err == nil {
-			return c, nil
-		}
-		if time.Now().Add(backoff).After(deadline) || ctx.Err() != nil {
-			return nil, err
-		}
-		logger.Warn("temporal unreachable; retrying", "address", cfg.TemporalAddress, "in", backoff.String(), "err", err)
-		select {
-		case <-ctx.Done():
-			return nil, err
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
+		last = err
+		return c, err
+	},
+		backoff.WithBackOff(&backoff.ExponentialBackOff{InitialInterval: 500 * time.Millisecond, Multiplier: 2,
+			MaxInterval: 5 * time.Second, RandomizationFactor: 0.2}),
+		backoff.WithMaxElapsedTime(wait),
+		backoff.WithNotify(func(err error, d time.Duration) {
+			logger.Warn("temporal unreachable; retrying", "in", d.String(), "err", err)
+		}))
+	if err != nil && last != nil {
+		return nil, last
 	}
+	return c, err
 }

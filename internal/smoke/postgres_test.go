@@ -10,6 +10,7 @@ import (
 
 	"github.com/orderflow/orderflow/config"
 	"github.com/orderflow/orderflow/internal/testenv"
+	"github.com/orderflow/orderflow/internal/uniq"
 )
 
 // TestPostgresQuery connects with DATABASE_URL (config's default when unset)
@@ -52,7 +53,7 @@ func TestPostgresQuery(t *testing.T) {
 	if _, err := conn.Exec(ctx, "CREATE TEMP TABLE smoke (id int PRIMARY KEY, note text NOT NULL)"); err != nil {
 		t.Fatalf("create temp table: %v", err)
 	}
-	note := testenv.UniqueName("note")
+	note := uniq.Name("note")
 	if _, err := conn.Exec(ctx, "INSERT INTO smoke (id, note) VALUES ($1, $2)", 7, note); err != nil {
 		t.Fatalf("insert: %v", err)
 	}

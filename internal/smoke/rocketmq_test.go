@@ -13,6 +13,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/producer"
 
 	"github.com/orderflow/orderflow/internal/testenv"
+	"github.com/orderflow/orderflow/internal/uniq"
 )
 
 // consumerSettle is the shortest life of a push consumer in these tests; see
@@ -30,17 +31,17 @@ type received struct {
 // push consumer in a fresh group.
 func TestRocketMQRoundTrip(t *testing.T) {
 	namesrv := testenv.NamesrvList(testenv.RocketMQNamesrv(t))
-	topic := testenv.UniqueName("smoke-topic")
+	topic := uniq.Name("smoke-topic")
 	const queues = 8
 	testenv.CreateTopic(t, topic, queues)
 
 	p, err := rocketmq.NewProducer(
 		producer.WithNsResolver(primitive.NewPassthroughResolver(namesrv)),
-		producer.WithGroupName(testenv.UniqueName("smoke-producer")),
+		producer.WithGroupName(uniq.Name("smoke-producer")),
 		// Clients of one process share a connection per instance name, and
 		// shutting the shared one down races with the consumer's rebalance
 		// inside rocketmq-client-go: give each client its own.
-		producer.WithInstanceName(testenv.UniqueName("smoke-producer")),
+		producer.WithInstanceName(uniq.Name("smoke-producer")),
 		producer.WithQueueSelector(producer.NewHashQueueSelector()),
 		producer.WithRetry(2),
 	)
@@ -58,7 +59,7 @@ func TestRocketMQRoundTrip(t *testing.T) {
 		orderID, tag, body string
 		queueID            int
 	}
-	orderA, orderB := testenv.UniqueName("order-a"), testenv.UniqueName("order-b")
+	orderA, orderB := uniq.Name("order-a"), uniq.Name("order-b")
 	msgs := []sent{
 		{orderID: orderA, tag: "CREATED"},
 		{orderID: orderA, tag: "PAID"},
@@ -93,8 +94,8 @@ func TestRocketMQRoundTrip(t *testing.T) {
 	var inflight sync.WaitGroup // the client's Shutdown does not wait for callbacks
 	c, err := rocketmq.NewPushConsumer(
 		consumer.WithNsResolver(primitive.NewPassthroughResolver(namesrv)),
-		consumer.WithGroupName(testenv.UniqueName("smoke-group")),
-		consumer.WithInstance(testenv.UniqueName("smoke-consumer")),
+		consumer.WithGroupName(uniq.Name("smoke-group")),
+		consumer.WithInstance(uniq.Name("smoke-consumer")),
 		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
 	)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/orderflow/orderflow/internal/testenv"
+	"github.com/orderflow/orderflow/internal/uniq"
 	"github.com/orderflow/orderflow/workflows/api"
 )
 
@@ -36,7 +37,7 @@ func greetWorkflow(ctx workflow.Context, name string) (string, error) {
 // OrderStatus search attribute registered by `make up`.
 func TestTemporalWorkflow(t *testing.T) {
 	c := testenv.RequireTemporal(t)
-	queue := testenv.UniqueName("smoke")
+	queue := uniq.Name("smoke")
 
 	w := worker.New(c, queue, worker.Options{})
 	w.RegisterWorkflow(greetWorkflow)
@@ -48,7 +49,7 @@ func TestTemporalWorkflow(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	id := testenv.UniqueName("smoke-greet")
+	id := uniq.Name("smoke-greet")
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       id,
 		TaskQueue:                queue,

@@ -2,14 +2,10 @@ package testenv
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -43,17 +39,6 @@ func SkipShort(t testing.TB, what string) {
 	if testing.Short() {
 		t.Skipf("needs %s; run without -short (make test starts the services)", what)
 	}
-}
-
-// UniqueName returns prefix followed by a suffix unique across tests, test
-// processes and runs, made of [a-z0-9-] only, so it is valid as a RocketMQ
-// topic or group name, a Temporal task queue or an order ID.
-func UniqueName(prefix string) string {
-	var b [4]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(fmt.Sprintf("testenv: crypto/rand: %v", err))
-	}
-	return prefix + "-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-" + hex.EncodeToString(b[:])
 }
 
 // TemporalAddress returns the Temporal frontend the tests use:
