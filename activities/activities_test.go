@@ -8,6 +8,7 @@ import (
 
 	"github.com/orderflow/orderflow/activities"
 	"github.com/orderflow/orderflow/fsm"
+	"github.com/orderflow/orderflow/workflows/api"
 )
 
 func TestCancelAfterPayRefunds(t *testing.T) {
@@ -87,21 +88,46 @@ func TestLatePurchaseRowGoesToThePayer(t *testing.T) {
 	checkInvariants(t, a.Store.DB())
 }
 
-// A refund with no purchase row to take back is a retryable error that
-// writes nothing.
-func TestRefundWithoutPurchaseRowWaits(t *testing.T) {
+// The ledger rows are what the order row says it is due, written in either
+// order: a refund before its purchase row (two deliverers racing) takes the
+// points from the purchaser all the same. A kind the order is not due is
+// refused and writes nothing.
+func TestLedgerRowsFollowTheOrderInAnyOrder(t *testing.T) {
 	a, _ := newActivities(t)
-	id := orderID("refund-no-purchase")
-	if _, err := a.ApplyEvent(context.Background(), activities.ApplyEventInput{Event: event(id, 1, fsm.Paid, 1_000)}); err != nil {
-		t.Fatal(err)
+	ctx := context.Background()
+	id := orderID("refund-first")
+	const payer, canceller = 42, 77
+	for _, e := range []fsm.Event{withUser(event(id, 1, fsm.Paid, 1_000), payer), withUser(event(id, 2, fsm.Cancelled, 1_000), canceller)} {
+		if _, err := a.ApplyEvent(ctx, activities.ApplyEventInput{Event: e}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	_, err := a.AwardPoints(context.Background(), activities.AwardPointsInput{OrderID: id, UserID: 42,
-		Kind: fsm.Refund, Points: -10, Version: 2})
-	if err == nil || !strings.Contains(err.Error(), "no purchase row") {
-		t.Fatalf("refund without purchase: %v, want a retryable 'no purchase row' error", err)
+	if r, err := a.AwardPoints(ctx, activities.AwardPointsInput{OrderID: id, UserID: canceller, Kind: fsm.Refund, Points: -10, Version: 2}); err != nil || !r.Inserted {
+		t.Fatalf("refund first: %+v %v", r, err)
 	}
-	if l := ledger(t, a.Store.DB(), id); len(l) != 0 {
-		t.Errorf("ledger %v, want no row", l)
+	if r, err := a.AwardPoints(ctx, activities.AwardPointsInput{OrderID: id, UserID: payer, Kind: fsm.Purchase, Points: 10, Version: 1}); err != nil || !r.Inserted {
+		t.Fatalf("purchase second: %+v %v", r, err)
+	}
+	if got := ledgerUsers(t, a.Store.DB(), id); got["purchase"] != payer || got["refund"] != payer {
+		t.Errorf("ledger users %v, want both rows on user %d", got, payer)
+	}
+	if got := balances(t, a.Store.DB(), id); got[payer] != 0 || len(got) != 1 {
+		t.Errorf("balances %v, want user %d at 0", got, payer)
+	}
+	checkInvariants(t, a.Store.DB())
+
+	open := orderID("not-due")
+	deliver(t, a, event(open, 1, fsm.Created, 1_000))
+	for _, k := range []fsm.PointsKind{fsm.Purchase, fsm.Refund} {
+		points := int64(10)
+		if k == fsm.Refund {
+			points = -10
+		}
+		_, err := a.AwardPoints(ctx, activities.AwardPointsInput{OrderID: open, UserID: payer, Kind: k, Points: points, Version: 1})
+		wantNonRetryable(t, err, api.ErrTypeInvalidInput, "not due "+string(k))
+	}
+	if l := ledger(t, a.Store.DB(), open); len(l) != 0 {
+		t.Errorf("ledger %v, want no row for an order not due points", l)
 	}
 }
 
@@ -359,19 +385,24 @@ func TestAwardPointsTwiceOneRow(t *testing.T) {
 	a, rec := newActivities(t)
 	ctx := context.Background()
 	id := orderID("award")
-	deliver(t, a, event(id, 1, fsm.Created, 100))
+	if _, err := a.ApplyEvent(ctx, activities.ApplyEventInput{Event: event(id, 1, fsm.Paid, 99)}); err != nil {
+		t.Fatal(err)
+	}
 	in := activities.AwardPointsInput{OrderID: id, UserID: 42, Kind: fsm.Purchase, Points: 0, Version: 1}
 	first, err := a.AwardPoints(ctx, in)
 	if err != nil || !first.Inserted {
 		t.Fatalf("first AwardPoints: %+v %v", first, err)
 	}
-	in.Points = 5 // a buggy caller: still never a second row; the first stays
+	in.Points = 5 // a buggy caller: still never a second row, nor other points
 	second, err := a.AwardPoints(ctx, in)
 	if err != nil || second.Inserted {
 		t.Fatalf("second AwardPoints: %+v %v", second, err)
 	}
 	if l := ledger(t, a.Store.DB(), id); len(l) != 1 || l["purchase"] != 0 {
-		t.Errorf("ledger %v, want one purchase row of 0 points", l)
+		t.Errorf("ledger %v, want one purchase row of 0 points (99 cents)", l)
+	}
+	if _, err := a.ApplyEvent(ctx, activities.ApplyEventInput{Event: event(id, 2, fsm.Cancelled, 99)}); err != nil {
+		t.Fatal(err)
 	}
 	refund := activities.AwardPointsInput{OrderID: id, UserID: 42, Kind: fsm.Refund, Points: 0, Version: 2}
 	if r, err := a.AwardPoints(ctx, refund); err != nil || !r.Inserted {

@@ -2,12 +2,8 @@ package store
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"log/slog"
-
-	"gorm.io/gorm"
 
 	"github.com/orderflow/orderflow/fsm"
 )
@@ -45,59 +41,61 @@ func (r PointsRow) Validate() error {
 	return nil
 }
 
-// AwardPoints inserts one points ledger row: the purchase (+N) or the refund
-// (-N) of an order, and reports whether this call inserted it. The unique
-// key (order_id, kind) makes it safe to repeat: INSERT ... ON CONFLICT DO
-// NOTHING never writes a second row. A refund takes the points back from
-// the user who earned them: it is inserted from the purchase row, whichever
-// user r names.
+// AwardPoints inserts one points ledger row of the order, and reports
+// whether this call inserted it. The row is the one the order is due, as
+// its orders row says (ApplyEvent decided it in the same write as the state
+// change): the purchase (+purchase_points) once purchased, the refund
+// (-purchase_points) once refunded, both on the user who earned the points
+// (purchase_user_id), whichever user r names and in whichever order the two
+// are written. The unique key (order_id, kind) makes it safe to repeat:
+// INSERT ... ON CONFLICT DO NOTHING never writes a second row.
 //
-// An invalid row is refused with an error wrapping ErrInvalid; points for an
-// order that has no row with one wrapping ErrUnknownOrder. Both write
-// nothing. A refund before its purchase row exists, and database errors,
-// are plain errors: repeat the call.
+// An invalid row is refused with an error wrapping ErrInvalid, and so is a
+// kind the order is not due; points for an order that has no row with one
+// wrapping ErrUnknownOrder. They write nothing. Database errors are plain
+// errors: repeat the call.
 func (s *Store) AwardPoints(ctx context.Context, r PointsRow) (inserted bool, err error) {
 	if err := r.Validate(); err != nil {
 		return false, invalid(err)
 	}
 	db := s.db.WithContext(ctx)
-	var w *gorm.DB
-	if r.Kind == fsm.Refund {
-		w = db.Exec(`INSERT INTO points_ledger (order_id, user_id, kind, points, version)
-			SELECT order_id, user_id, 'refund', ?, ? FROM points_ledger WHERE order_id = ? AND kind = 'purchase'
-			ON CONFLICT (order_id, kind) DO NOTHING`,
-			r.Points, r.Version, r.OrderID)
-	} else {
-		w = db.Exec(`INSERT INTO points_ledger (order_id, user_id, kind, points, version)
-			VALUES (?, ?, ?, ?, ?) ON CONFLICT (order_id, kind) DO NOTHING`,
-			r.OrderID, r.UserID, string(r.Kind), r.Points, r.Version)
-	}
+	w := db.Exec(`INSERT INTO points_ledger (order_id, user_id, kind, points, version)
+		SELECT order_id, COALESCE(purchase_user_id, user_id), ?::text,
+			CASE WHEN ?::text = 'purchase' THEN purchase_points ELSE -purchase_points END, ?
+		FROM orders
+		WHERE order_id = ? AND CASE WHEN ?::text = 'purchase' THEN purchased ELSE refunded END
+		ON CONFLICT (order_id, kind) DO NOTHING`,
+		string(r.Kind), string(r.Kind), r.Version, r.OrderID, string(r.Kind))
 	if w.Error != nil {
-		if pgCode(w.Error) == "23503" { // foreign_key_violation
-			return false, fmt.Errorf("%w: %w: order %s has no row: %s points cannot be awarded", ErrInvalid, ErrUnknownOrder, r.OrderID, r.Kind)
-		}
 		return false, fmt.Errorf("award %s points for %s: %w", r.Kind, r.OrderID, w.Error)
 	}
-	if w.RowsAffected == 1 {
-		return true, nil
+	var row struct {
+		Found   bool
+		Due     bool
+		Points  *int64
+		Version *int64
 	}
-	// Already awarded (a retry or a redelivery), or, for a refund, no
-	// purchase row to take back yet. The row must say the same; if it does
-	// not, keep the first one and say so.
-	var points, version int64
-	err = db.Raw(`SELECT points, version FROM points_ledger WHERE order_id = ? AND kind = ?`,
-		r.OrderID, string(r.Kind)).Row().Scan(&points, &version)
-	if errors.Is(err, sql.ErrNoRows) && r.Kind == fsm.Refund {
-		// The workflow awards the purchase before the refund.
-		return false, fmt.Errorf("refund of %s: the order has no purchase row to take back", r.OrderID)
-	}
-	if err != nil {
+	if err := db.Raw(`SELECT o.order_id IS NOT NULL AS found,
+			COALESCE(CASE WHEN ?::text = 'purchase' THEN o.purchased ELSE o.refunded END, false) AS due,
+			l.points, l.version
+		FROM (SELECT ?::text AS order_id) AS k
+		LEFT JOIN orders AS o ON o.order_id = k.order_id
+		LEFT JOIN points_ledger AS l ON l.order_id = k.order_id AND l.kind = ?`,
+		string(r.Kind), r.OrderID, string(r.Kind)).Scan(&row).Error; err != nil {
 		return false, fmt.Errorf("read %s points of %s: %w", r.Kind, r.OrderID, err)
 	}
-	if points != r.Points {
-		slog.WarnContext(ctx, "points already awarded with a different amount; keeping the first row",
-			"order_id", r.OrderID, "kind", r.Kind, "stored_points", points, "stored_version", version,
+	switch {
+	case !row.Found:
+		return false, fmt.Errorf("%w: %w: order %s has no row: %s points cannot be awarded", ErrInvalid, ErrUnknownOrder, r.OrderID, r.Kind)
+	case row.Points == nil && !row.Due:
+		return false, invalid(fmt.Errorf("order %s is not due %s points", r.OrderID, r.Kind))
+	case row.Points == nil:
+		return false, fmt.Errorf("award %s points for %s: no row written", r.Kind, r.OrderID)
+	}
+	if *row.Points != r.Points {
+		slog.WarnContext(ctx, "points row holds what the order is due, not what the caller said",
+			"order_id", r.OrderID, "kind", r.Kind, "stored_points", *row.Points, "stored_version", *row.Version,
 			"points", r.Points, "version", r.Version)
 	}
-	return false, nil
+	return w.RowsAffected == 1, nil
 }
