@@ -224,11 +224,23 @@ func TestWorkerSurvivesSIGKILL(t *testing.T) {
 
 	// The project's and the SDK's metrics are exported.
 	_, metrics := second.get("/metrics")
-	for _, want := range []string{`orderflow_events_total{outcome="applied"}`, `temporal_local_activity_execution_latency_bucket{activity_type="ApplyEvent"`,
-		"orderflow_points_awarded_total", "temporal_workflow_task_execution_latency", "temporal_local_activity_execution_latency"} {
+	for _, want := range []string{`orderflow_events_total{outcome="applied"}`, "orderflow_points_awarded_total",
+		"temporal_workflow_task_execution_latency", "temporal_local_activity_execution_latency"} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+	// Activity latency is the SDK's, as a histogram per activity type.
+	found := false
+	for _, line := range strings.Split(metrics, "\n") {
+		if strings.HasPrefix(line, "temporal_local_activity_execution_latency") && strings.Contains(line, "_bucket{") &&
+			strings.Contains(line, `activity_type="ApplyEvent"`) {
+			found = true
+			break
+		}
+	}
+	if !found {
+		t.Errorf("/metrics has no histogram of ApplyEvent's local activity latency")
 	}
 
 	code, _, err := second.Stop(30 * time.Second)

@@ -43,6 +43,10 @@ func NewMetrics() (*Metrics, error) {
 	reporter := tallyprom.NewReporter(tallyprom.Options{
 		Registerer:      reg,
 		OnRegisterError: func(err error) { regErr = err },
+		// Histograms, not summaries: they aggregate across processes in
+		// Prometheus queries (histogram_quantile over every worker).
+		DefaultTimerType:        tallyprom.HistogramTimerType,
+		DefaultHistogramBuckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 	})
 	scope, closer := tally.NewRootScope(tally.ScopeOptions{
 		CachedReporter:  reporter,
