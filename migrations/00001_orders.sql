@@ -7,7 +7,7 @@
 --   * orders (order_id) with the version guard evaluated inside the write
 --     (INSERT ... ON CONFLICT DO UPDATE ... WHERE orders.version < EXCLUDED.version);
 --   * points_ledger (order_id, kind): at most one purchase and one refund.
--- ApplyEvent (package activities) reads an order, decides with package fsm,
+-- ApplyEvent (package store) reads an order, decides with package fsm,
 -- and writes the order and its order_events row in ONE statement whose
 -- upsert also compares the version it read (optimistic concurrency): a
 -- concurrent writer makes it affect no row, or a unique violation rolls it
