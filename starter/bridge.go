@@ -22,7 +22,7 @@ const (
 
 // DeliverFunc hands a valid event to its order's workflow and returns once
 // Temporal has accepted it (the signal is in the workflow's history).
-type DeliverFunc func(ctx context.Context, e fsm.Event) error
+type DeliverFunc func(ctx context.Context, e fsm.Event, src message.Envelope) error
 
 // ParkFunc stores an invalid message in dead_letters and returns once the
 // row is committed.
@@ -71,7 +71,8 @@ func (h *handler) handle(ctx context.Context, m *primitive.MessageExt) error {
 func (h *handler) process(ctx context.Context, m *primitive.MessageExt) (string, error) {
 	log := h.log.With("msg_id", m.MsgId, "topic", m.Topic, "keys", m.GetKeys(), "tag", m.GetTags(),
 		"reconsume_times", m.ReconsumeTimes)
-	r := message.Parse(envelope(m))
+	env := envelope(m)
+	r := message.Parse(env)
 	if r.Rejection != nil {
 		err := h.attempt(ctx, log, targetPostgres, func(ctx context.Context) error { return h.park(ctx, r.DeadLetter) })
 		if err != nil {
@@ -91,7 +92,7 @@ func (h *handler) process(ctx context.Context, m *primitive.MessageExt) (string,
 		}
 		log.Warn("message keys or tag disagree with the body; the body is authoritative", "mismatch", r.Mismatch)
 	}
-	err := h.attempt(ctx, log, targetTemporal, func(ctx context.Context) error { return h.deliver(ctx, e) })
+	err := h.attempt(ctx, log, targetTemporal, func(ctx context.Context) error { return h.deliver(ctx, e, env) })
 	if err != nil {
 		log.Error("cannot deliver event to Temporal; the broker will deliver it again", "err", err)
 		return "", err

@@ -292,8 +292,8 @@ func serveBridge(ctx context.Context, stopSignals func(), cfg bridgeConfig, log 
 
 // temporalDeliver delivers events with workflows.Deliver.
 func temporalDeliver(c client.Client, taskQueue string, p workflows.Params) DeliverFunc {
-	return func(ctx context.Context, e fsm.Event) error {
-		return workflows.Deliver(ctx, c, taskQueue, p, e)
+	return func(ctx context.Context, e fsm.Event, src message.Envelope) error {
+		return workflows.Deliver(ctx, c, taskQueue, p, e, &src)
 	}
 }
 

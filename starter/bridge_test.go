@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -239,4 +240,49 @@ func TestBridgeOutageLosesNothing(t *testing.T) {
 		metric(t, b.Addr(), `orderflow_bridge_messages_total{result="retry"}`),
 		metric(t, b.Addr(), `orderflow_bridge_attempt_errors_total{target="temporal"}`),
 		metric(t, b.Addr(), `orderflow_bridge_attempt_errors_total{target="postgres"}`))
+}
+
+// A conflicting copy of an event (same business key, other content) is
+// parked as the message it came in: the bytes as published, the message ID
+// the producer got back, its keys and tag. (Either copy may be the one
+// recorded first; the other is parked.)
+func TestConflictParksTheRawMessage(t *testing.T) {
+	e := newEnv(t, 1)
+	e.startWorker(t)
+	e.terminate(t, 1)
+	first := e.event(0, 1, fsm.Created)
+	body := func(note string, amount int64) string {
+		return fmt.Sprintf(`{ "note": %q,  "event_id": "e-%s", "order_id": %q, "user_id": %d, "status": "CREATED",
+		"version": 1, "amount_cents": %d, "occurred_at": %q }`,
+			note, note, first.OrderID, first.UserID, amount, first.OccurredAt.Format(time.RFC3339Nano))
+	}
+	sent := map[string]string{} // body -> message ID
+	for _, b := range []string{body("one", first.AmountCents), body("two", first.AmountCents+1)} {
+		receipt, err := e.producer.PublishRaw(context.Background(), e.topic, []byte(b), first.OrderID, "CREATED", first.OrderID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent[b] = receipt.MessageID
+	}
+	startBridge(t, e.config(), temporalDeliver(e.tc, e.taskQueue, testParams), storePark(store.New(e.db)))
+	e.waitAccounted(t, []fsm.Key{first.Key()}, 1, 90*time.Second)
+	var parked []deadRow
+	for b, d := range e.deadLetters(t) {
+		if b == string(d.Body) {
+			parked = append(parked, d)
+		}
+	}
+	if len(parked) != 1 {
+		t.Fatalf("%d dead letters, want 1: %+v", len(parked), parked)
+	}
+	d := parked[0]
+	id, ok := sent[string(d.Body)]
+	if !ok {
+		t.Fatalf("the dead letter's body is not one of the published messages:\n%s", d.Body)
+	}
+	if d.MessageID != id || d.Topic != e.topic || d.Keys != first.OrderID || d.Tags != "CREATED" ||
+		!strings.HasPrefix(d.Reason, "conflict: ") {
+		t.Errorf("dead letter %+v, want message ID %s, topic %s, keys %s, tag CREATED and a conflict reason",
+			d, id, e.topic, first.OrderID)
+	}
 }

@@ -47,7 +47,7 @@ func noPark(t *testing.T) ParkFunc {
 }
 
 func noDeliver(t *testing.T) DeliverFunc {
-	return func(context.Context, fsm.Event) error {
+	return func(context.Context, fsm.Event, message.Envelope) error {
 		t.Error("an invalid message was delivered")
 		return nil
 	}
@@ -55,7 +55,7 @@ func noDeliver(t *testing.T) DeliverFunc {
 
 func TestHandlerRetriesThenAcks(t *testing.T) {
 	var calls atomic.Int32
-	h := testHandler(t, func(_ context.Context, e fsm.Event) error {
+	h := testHandler(t, func(_ context.Context, e fsm.Event, _ message.Envelope) error {
 		if e.OrderID != "o-1" || e.Version != 2 {
 			t.Errorf("delivered %+v", e)
 		}
@@ -80,7 +80,7 @@ func TestHandlerRetriesThenAcks(t *testing.T) {
 
 func TestHandlerGivesUpWithoutAck(t *testing.T) {
 	var calls atomic.Int32
-	h := testHandler(t, func(ctx context.Context, _ fsm.Event) error {
+	h := testHandler(t, func(ctx context.Context, _ fsm.Event, _ message.Envelope) error {
 		calls.Add(1)
 		<-ctx.Done() // each attempt runs into its timeout
 		return ctx.Err()
@@ -102,7 +102,7 @@ func TestHandlerGivesUpWithoutAck(t *testing.T) {
 }
 
 func TestHandlerStopsRetryingWhenCancelled(t *testing.T) {
-	h := testHandler(t, func(context.Context, fsm.Event) error { return errors.New("down") }, noPark(t))
+	h := testHandler(t, func(context.Context, fsm.Event, message.Envelope) error { return errors.New("down") }, noPark(t))
 	h.retry.For, h.retry.Initial, h.retry.Max = time.Minute, 10*time.Second, 10*time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
@@ -150,7 +150,7 @@ func TestHandlerParksInvalidAndKeepsItWhenParkingFails(t *testing.T) {
 }
 
 func TestHandlerCountsEnvelopeMismatch(t *testing.T) {
-	h := testHandler(t, func(context.Context, fsm.Event) error { return nil }, noPark(t))
+	h := testHandler(t, func(context.Context, fsm.Event, message.Envelope) error { return nil }, noPark(t))
 	m := msg(goodBody)
 	m.WithTag("CANCELLED")
 	if err := h.handle(context.Background(), m); err != nil {

@@ -21,6 +21,8 @@ type Loaded struct {
 	// Versions maps every business key version recorded in order_events
 	// to its content hash, so the workflow recognises duplicates.
 	Versions map[int64]string `json:"versions"`
+	// Awarded lists the kinds of the order's points_ledger rows.
+	Awarded []fsm.PointsKind `json:"awarded,omitempty"`
 }
 
 // LoadOrder returns the stored order (Found false when it has no row yet)
@@ -52,6 +54,14 @@ func (s *Store) LoadOrder(ctx context.Context, orderID string) (Loaded, error) {
 		}
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("read order_events of %s: %w", orderID, err)
+		}
+		var kinds []string
+		if err := tx.Raw(`SELECT kind FROM points_ledger WHERE order_id = ? ORDER BY kind DESC`, orderID).
+			Scan(&kinds).Error; err != nil {
+			return fmt.Errorf("read points_ledger of %s: %w", orderID, err)
+		}
+		for _, k := range kinds {
+			res.Awarded = append(res.Awarded, fsm.PointsKind(k))
 		}
 		return nil
 	}, readOnly)

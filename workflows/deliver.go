@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/orderflow/orderflow/fsm"
+	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/workflows/api"
 )
 
@@ -29,17 +30,18 @@ func StartOptions(taskQueue, orderID string) client.StartWorkflowOptions {
 	}
 }
 
-// Deliver hands one event to its order's workflow with SignalWithStart: it
+// Deliver hands one event to its order's workflow with SignalWithStart, with
+// src, the message that carried it (nil when there is none): it
 // signals the running workflow, or starts one (with params) and signals it.
 // When Deliver returns nil the signal is in the workflow's history, so the
 // caller may acknowledge the message. The event must be valid (the caller
 // parsed it: message.Parse); the workflow validates what it receives.
-func Deliver(ctx context.Context, c client.Client, taskQueue string, params Params, e fsm.Event) error {
+func Deliver(ctx context.Context, c client.Client, taskQueue string, params Params, e fsm.Event, src *message.Envelope) error {
 	if taskQueue == "" {
 		return fmt.Errorf("%w %s: empty task queue", ErrDeliver, e.Key())
 	}
 	id := api.WorkflowID(e.OrderID)
-	_, err := c.SignalWithStartWorkflow(ctx, id, api.SignalEvent, e,
+	_, err := c.SignalWithStartWorkflow(ctx, id, api.SignalEvent, Delivery{Event: e, Source: src},
 		StartOptions(taskQueue, e.OrderID), api.WorkflowType, Input{Params: params})
 	if err != nil {
 		return fmt.Errorf("%w %s to %s: %w", ErrDeliver, e.Key(), id, err)

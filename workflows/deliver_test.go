@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/mocks"
 
 	"github.com/orderflow/orderflow/fsm"
+	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/workflows/api"
 )
 
@@ -32,9 +33,10 @@ func TestDeliverSignalsWithStart(t *testing.T) {
 	c := &mocks.Client{}
 	e := testEvent("A-1", 2, fsm.Paid)
 	params := Params{GracePeriod: time.Second}
-	c.On("SignalWithStartWorkflow", mock.Anything, "order:A-1", api.SignalEvent, e,
+	src := &message.Envelope{Topic: "T", MessageID: "M1", Keys: "A-1", Tags: "PAID", Body: []byte("{}")}
+	c.On("SignalWithStartWorkflow", mock.Anything, "order:A-1", api.SignalEvent, Delivery{Event: e, Source: src},
 		StartOptions("q1", "A-1"), api.WorkflowType, Input{Params: params}).Return(nil, nil).Once()
-	if err := Deliver(context.Background(), c, "q1", params, e); err != nil {
+	if err := Deliver(context.Background(), c, "q1", params, e, src); err != nil {
 		t.Fatalf("Deliver: %v", err)
 	}
 	c.AssertExpectations(t)
@@ -45,7 +47,7 @@ func TestDeliverWrapsClientError(t *testing.T) {
 	boom := errors.New("frontend unavailable")
 	c.On("SignalWithStartWorkflow", mock.Anything, mock.Anything, mock.Anything, mock.Anything,
 		mock.Anything, mock.Anything, mock.Anything).Return(nil, boom)
-	err := Deliver(context.Background(), c, "q1", DefaultParams(), testEvent("A-1", 1, fsm.Created))
+	err := Deliver(context.Background(), c, "q1", DefaultParams(), testEvent("A-1", 1, fsm.Created), nil)
 	if !errors.Is(err, boom) || !errors.Is(err, ErrDeliver) {
 		t.Fatalf("Deliver error = %v, want it to wrap the client error and ErrDeliver", err)
 	}
@@ -53,7 +55,7 @@ func TestDeliverWrapsClientError(t *testing.T) {
 
 func TestDeliverRefusesEmptyTaskQueue(t *testing.T) {
 	c := &mocks.Client{} // any call would panic: nothing is expected
-	if err := Deliver(context.Background(), c, "", DefaultParams(), testEvent("A-1", 1, fsm.Created)); err == nil {
+	if err := Deliver(context.Background(), c, "", DefaultParams(), testEvent("A-1", 1, fsm.Created), nil); err == nil {
 		t.Fatal("Deliver with an empty task queue succeeded")
 	}
 }

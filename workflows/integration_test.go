@@ -90,7 +90,7 @@ func TestLateEventAfterClose(t *testing.T) {
 	ctx := context.Background()
 	// v2 (PAID) is delayed: the order goes CREATED -> SHIPPED (gap) -> COMPLETED.
 	for _, e := range []fsm.Event{ev(1, fsm.Created), ev(3, fsm.Shipped), ev(4, fsm.Delivered), ev(5, fsm.Completed)} {
-		if err := workflows.Deliver(ctx, c, tq, params, e); err != nil {
+		if err := workflows.Deliver(ctx, c, tq, params, e, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -105,10 +105,10 @@ func TestLateEventAfterClose(t *testing.T) {
 	before := snapshot(t, sqlDB, orderID)
 
 	// The late v2, and a redelivery of v5.
-	if err := workflows.Deliver(ctx, c, tq, params, ev(2, fsm.Paid)); err != nil {
+	if err := workflows.Deliver(ctx, c, tq, params, ev(2, fsm.Paid), nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := workflows.Deliver(ctx, c, tq, params, ev(5, fsm.Completed)); err != nil {
+	if err := workflows.Deliver(ctx, c, tq, params, ev(5, fsm.Completed), nil); err != nil {
 		t.Fatal(err)
 	}
 	second := waitClosed(t, c, orderID, first)

@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/orderflow/orderflow/fsm"
+	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/internal/testenv"
 	"github.com/orderflow/orderflow/internal/uniq"
 	"github.com/orderflow/orderflow/internal/workflowtest"
@@ -36,7 +37,10 @@ import (
 // overwrites the files. Histories of earlier workflow versions are kept
 // under a version prefix and replay too: testdata/v0-* (regular activities,
 // before workflow.GetVersion("local-db-activities")), testdata/v1-* (version
-// 1: local activities, one status upsert per event).
+// 1: local activities, one status upsert per event), testdata/v2-* (version
+// 2: one status upsert per batch; signals of bare events). The unprefixed
+// files are version 3 (ledger reconciled on load and on duplicates;
+// signals carry the source message).
 const recordEnv = "ORDERFLOW_RECORD_HISTORIES"
 
 // replayScenarios are the scenarios that must have at least one recorded
@@ -104,6 +108,17 @@ func replay(r worker.WorkflowReplayer, file string) error {
 	})
 }
 
+// source is the message a bridge would have received for e.
+func source(e fsm.Event) *message.Envelope {
+	body, err := message.Encode(e)
+	if err != nil {
+		panic(err)
+	}
+	env := message.NewEnvelope("ORDER_EVENTS", fmt.Sprintf("MSG-%s-%d", e.OrderID, e.Version), e.OrderID, string(e.Status),
+		body, time.Time{}, false)
+	return &env
+}
+
 // TestRecordHistories runs each replay scenario on the real services and
 // writes its histories to testdata/. It only runs when
 // ORDERFLOW_RECORD_HISTORIES=1.
@@ -128,7 +143,7 @@ func TestRecordHistories(t *testing.T) {
 			for _, e := range s.events {
 				e.OrderID = orderID
 				e.EventID = fmt.Sprintf("%s-v%d", orderID, e.Version)
-				if err := workflows.Deliver(ctx, c, tq, p, e); err != nil {
+				if err := workflows.Deliver(ctx, c, tq, p, e, source(e)); err != nil {
 					t.Fatalf("%s: deliver: %v", name, err)
 				}
 			}
@@ -166,14 +181,14 @@ func TestRecordHistories(t *testing.T) {
 	late := uniq.Name("rec-late")
 	for _, e := range []fsm.Event{lc[0], lc[2], lc[3], lc[4]} {
 		e.OrderID, e.EventID = late, fmt.Sprintf("%s-v%d", late, e.Version)
-		if err := workflows.Deliver(ctx, c, tq, quick, e); err != nil {
+		if err := workflows.Deliver(ctx, c, tq, quick, e, source(e)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	firstRuns := closedChain(t, c, late)
 	e := lc[1]
 	e.OrderID, e.EventID = late, late+"-v2"
-	if err := workflows.Deliver(ctx, c, tq, quick, e); err != nil {
+	if err := workflows.Deliver(ctx, c, tq, quick, e, source(e)); err != nil {
 		t.Fatal(err)
 	}
 	var fresh string

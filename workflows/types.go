@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/orderflow/orderflow/fsm"
+	"github.com/orderflow/orderflow/message"
 )
 
 // Params tune OrderWorkflow. The bridge passes them when it starts a run; a
@@ -46,6 +47,15 @@ func (p Params) withDefaults() Params {
 		p.MaxEventsPerRun = 0
 	}
 	return p
+}
+
+// Delivery is the payload of the order-event signal: the event and, when
+// the bridge delivered it, the message that carried it, as received, so a
+// conflicting event is parked raw. Its JSON is the event's fields plus
+// "source": a signal of a bare event (as older bridges sent) decodes too.
+type Delivery struct {
+	fsm.Event
+	Source *message.Envelope `json:"source,omitempty"`
 }
 
 // Input is OrderWorkflow's argument.
@@ -105,6 +115,16 @@ func (s State) awarded(kind fsm.PointsKind) bool {
 		return s.RefundAwarded
 	}
 	return false
+}
+
+// setAwarded records that the order's ledger row of kind is in place.
+func (s *State) setAwarded(kind fsm.PointsKind) {
+	switch kind {
+	case fsm.Purchase:
+		s.PurchaseAwarded = true
+	case fsm.Refund:
+		s.RefundAwarded = true
+	}
 }
 
 // Status is the order's status, or "" when it does not exist yet.

@@ -47,8 +47,12 @@ func LocalActivityOptions() workflow.LocalActivityOptions {
 // workflow's performance changes. Version 1: the database steps (LoadOrder,
 // ApplyEvent, AwardPoints) run as local activities. Version 2: in addition,
 // the OrderStatus search attribute is written once per batch of signals
-// (when no further signal is pending) instead of after every event. Runs
-// recorded before a change replay with the older behaviour
+// (when no further signal is pending) instead of after every event.
+// Version 3: a fresh run learns from LoadOrder which ledger rows exist and
+// writes the missing ones the order is due before it handles any signal,
+// and a duplicate signal also writes any row still missing (a run that
+// ended between ApplyEvent and AwardPoints no longer waits for a new
+// event). Runs recorded before a change replay with the older behaviour
 // (workflow.DefaultVersion: regular activities, one upsert per event).
 const ChangeLocalActivities = "local-db-activities"
 
@@ -56,6 +60,7 @@ const ChangeLocalActivities = "local-db-activities"
 const (
 	versionLocalActivities workflow.Version = 1
 	versionCoalesceStatus  workflow.Version = 2
+	versionReconcileLedger workflow.Version = 3
 )
 
 // Register registers OrderWorkflow under its type name WorkflowType.
@@ -86,7 +91,7 @@ func OrderWorkflow(ctx workflow.Context, in Input) (Result, error) {
 	actx, _ := workflow.NewDisconnectedContext(ctx)
 	actx = workflow.WithActivityOptions(actx, ActivityOptions())
 	actx = workflow.WithLocalActivityOptions(actx, LocalActivityOptions())
-	version := workflow.GetVersion(ctx, ChangeLocalActivities, workflow.DefaultVersion, versionCoalesceStatus)
+	version := workflow.GetVersion(ctx, ChangeLocalActivities, workflow.DefaultVersion, versionReconcileLedger)
 	r := &run{
 		root: ctx,
 		ctx:  actx,
@@ -97,6 +102,8 @@ func OrderWorkflow(ctx workflow.Context, in Input) (Result, error) {
 		// Every upsert is a command, a history event and a visibility
 		// write: one per batch of signals is enough to keep it current.
 		coalesce: version >= versionCoalesceStatus,
+		// The ledger is checked on load and on duplicates.
+		reconcile: version >= versionReconcileLedger,
 		logger:   log.With(workflow.GetLogger(ctx), "order_id", orderID),
 		params:   in.Params.withDefaults(),
 	}
@@ -109,6 +116,10 @@ func OrderWorkflow(ctx workflow.Context, in Input) (Result, error) {
 		r.state.Runs++
 	} else if err := r.rehydrate(orderID); err != nil {
 		return Result{}, err
+	} else if r.reconcile {
+		if err := r.reconcilePoints(r.logger); err != nil {
+			return Result{}, err
+		}
 	}
 	r.state.OrderID = orderID
 	if r.state.Status().Terminal() && r.state.TerminalAt.IsZero() {
@@ -138,6 +149,9 @@ type run struct {
 	// coalesce is true when the status is upserted once per batch of
 	// signals rather than after each event.
 	coalesce bool
+	// reconcile is true when a fresh run and a duplicate signal write the
+	// ledger rows the order is due but that are missing.
+	reconcile bool
 }
 
 // acts is the receiver of the activities' method values: the worker runs
@@ -185,6 +199,11 @@ func (r *run) rehydrate(orderID string) error {
 	}
 	for v, h := range res.Versions {
 		r.state.Recorded[v] = h
+	}
+	if r.reconcile {
+		for _, k := range res.Awarded {
+			r.state.setAwarded(k)
+		}
 	}
 	r.logger.Info("order rehydrated", "found", res.Found, "status", res.Order.Status,
 		"version", res.Order.Version, "recorded_keys", len(res.Versions))
@@ -239,7 +258,7 @@ func (r *run) loop(ch workflow.ReceiveChannel) (Result, error) {
 		}
 
 		var (
-			event    fsm.Event
+			event    Delivery
 			got      bool
 			timedOut bool
 		)
@@ -298,7 +317,7 @@ func (r *run) shouldContinueAsNew() bool {
 func (r *run) drain(ch workflow.ReceiveChannel) (int, error) {
 	n := 0
 	for {
-		var e fsm.Event
+		var e Delivery
 		if !ch.ReceiveAsync(&e) {
 			if r.coalesce {
 				return n, r.upsertStatus()
@@ -324,7 +343,8 @@ func (r *run) continueAsNew(ch workflow.ReceiveChannel) error {
 
 // handle judges and applies one event. It returns an error only when the
 // workflow cannot go on (it was cancelled); bad input is counted and logged.
-func (r *run) handle(e fsm.Event) error {
+func (r *run) handle(in Delivery) error {
+	e := in.Event
 	ctx := r.ctx
 	r.state.Processed++
 	r.state.LastEventAt = workflow.Now(ctx)
@@ -344,6 +364,9 @@ func (r *run) handle(e fsm.Event) error {
 	if h, ok := r.state.Recorded[e.Version]; ok && h == hash {
 		r.state.Counts[fsm.Duplicate]++
 		logger.Debug("duplicate event skipped")
+		if r.reconcile {
+			return r.reconcilePoints(logger)
+		}
 		return nil
 	}
 
@@ -355,7 +378,7 @@ func (r *run) handle(e fsm.Event) error {
 	local := fsm.Decide(cur, e)
 
 	var res activities.ApplyEventResult
-	err := r.execute(acts.ApplyEvent, activities.ApplyEventInput{Event: e}).Get(ctx, &res)
+	err := r.execute(acts.ApplyEvent, activities.ApplyEventInput{Event: e, Source: in.Source}).Get(ctx, &res)
 	if err != nil {
 		if temporal.IsCanceledError(err) {
 			return err
@@ -428,12 +451,7 @@ func (r *run) award(kind fsm.PointsKind, points, version int64, logger log.Logge
 		logger.Error("points could not be awarded", "kind", kind, "points", points, "error", err)
 		return nil
 	}
-	switch kind {
-	case fsm.Purchase:
-		r.state.PurchaseAwarded = true
-	case fsm.Refund:
-		r.state.RefundAwarded = true
-	}
+	r.state.setAwarded(kind)
 	logger.Info("points awarded", "kind", kind, "points", points, "inserted", pr.Inserted)
 	return nil
 }

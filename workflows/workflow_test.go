@@ -58,6 +58,11 @@ func (f *fakeDB) LoadOrder(_ context.Context, orderID string) (activities.LoadOr
 			res.Versions[k.Version] = h
 		}
 	}
+	for _, kind := range []fsm.PointsKind{fsm.Purchase, fsm.Refund} {
+		if _, ok := f.points[orderID+"/"+string(kind)]; ok {
+			res.Awarded = append(res.Awarded, kind)
+		}
+	}
 	return res, nil
 }
 
@@ -354,13 +359,48 @@ func TestFreshRunRehydratesLateEventIsStale(t *testing.T) {
 	if s.Count(fsm.Duplicate) != 1 || s.Count(fsm.Conflict) != 1 || s.Count(fsm.Illegal) != 1 {
 		t.Errorf("counts = %v", s.Counts)
 	}
-	// The fresh run confirms the purchase row once; it was already there.
-	if s.Order.Status != fsm.Completed || s.Order.Version != 5 || s.Points != 7 || len(h.db.awards) != 1 ||
+	// The fresh run learns from LoadOrder that the purchase row is there.
+	if s.Order.Status != fsm.Completed || s.Order.Version != 5 || s.Points != 7 || len(h.db.awards) != 0 ||
 		len(h.db.points) != 1 || !s.PurchaseAwarded {
 		t.Errorf("final %s v%d points %d awards %v", s.Order.Status, s.Order.Version, s.Points, h.db.awards)
 	}
 	if len(h.sa) == 0 || h.sa[0] != "COMPLETED" {
 		t.Errorf("search attribute upserts = %v", h.sa)
+	}
+}
+
+// A previous run ended between ApplyEvent and AwardPoints: the order is
+// paid, its purchase row missing. The next run writes it as soon as it
+// loads the order, even when the only signal is a duplicate.
+func TestFreshRunWritesTheMissingLedgerRow(t *testing.T) {
+	h := newHarness(t, "M-1")
+	paid := ev("M-1", 2, fsm.Paid, 12_300)
+	o := fsm.Decide(nil, paid).Next
+	h.db.orders["M-1"] = o
+	h.db.keys[paid.Key()] = paid.ContentHash()
+	h.db.outcomes[paid.Key()] = fsm.Applied
+	h.send(0, paid)
+	r := h.run(Input{Params: params()})
+	if got := h.db.points["M-1/purchase"]; got != 123 || !r.State.PurchaseAwarded || r.State.Count(fsm.Duplicate) != 1 {
+		t.Errorf("purchase row %d, awarded %v, counts %v; want 123 points written for the duplicate-only run",
+			got, r.State.PurchaseAwarded, r.State.Counts)
+	}
+}
+
+// A continued run whose purchase row could not be written yet: a duplicate
+// signal writes it.
+func TestDuplicateWritesTheMissingLedgerRow(t *testing.T) {
+	h := newHarness(t, "M-2")
+	paid := ev("M-2", 2, fsm.Paid, 4_500)
+	o := fsm.Decide(nil, paid).Next
+	h.db.orders["M-2"] = o
+	h.db.keys[paid.Key()] = paid.ContentHash()
+	carry := &State{OrderID: "M-2", Exists: true, Order: o, Recorded: map[int64]string{2: paid.ContentHash()},
+		Counts: map[fsm.Outcome]int64{}, Runs: 1}
+	h.send(0, paid)
+	r := h.run(Input{Params: params(), Carry: carry})
+	if got := h.db.points["M-2/purchase"]; got != 45 || !r.State.PurchaseAwarded {
+		t.Errorf("purchase row %d, awarded %v; want 45 points written on the duplicate", got, r.State.PurchaseAwarded)
 	}
 }
 

@@ -119,7 +119,7 @@ func deliverRetrying(ctx context.Context, c client.Client, tq string, p workflow
 	var err error
 	for attempt := range 5 {
 		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err = workflows.Deliver(dctx, c, tq, p, m.Event)
+		err = workflows.Deliver(dctx, c, tq, p, m.Event, nil)
 		cancel()
 		if err == nil {
 			return nil
