@@ -19,10 +19,10 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/orderflow/orderflow/fsm"
-	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/internal/testenv"
 	"github.com/orderflow/orderflow/internal/uniq"
 	"github.com/orderflow/orderflow/internal/workflowtest"
+	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/workflows"
 	"github.com/orderflow/orderflow/workflows/api"
 )

@@ -104,8 +104,8 @@ func OrderWorkflow(ctx workflow.Context, in Input) (Result, error) {
 		coalesce: version >= versionCoalesceStatus,
 		// The ledger is checked on load and on duplicates.
 		reconcile: version >= versionReconcileLedger,
-		logger:   log.With(workflow.GetLogger(ctx), "order_id", orderID),
-		params:   in.Params.withDefaults(),
+		logger:    log.With(workflow.GetLogger(ctx), "order_id", orderID),
+		params:    in.Params.withDefaults(),
 	}
 	if err := workflow.SetQueryHandler(ctx, api.QueryState, func() (State, error) { return r.state.clone(), nil }); err != nil {
 		return Result{}, fmt.Errorf("register %s query: %w", api.QueryState, err)
