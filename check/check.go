@@ -73,10 +73,12 @@ type Report struct {
 	LedgerRows     int   `json:"ledger_rows"`
 	// EventsByOutcome counts the run's order_events rows by outcome.
 	EventsByOutcome map[string]int `json:"events_by_outcome"`
-	// Deliveries is the sum of times_seen over order_events: every delivery
-	// of a valid event that reached the database, repeats included.
-	Deliveries int64 `json:"deliveries"`
-	Gaps       int   `json:"gaps"`
+	// Messages is the sum of times_seen over order_events: the distinct
+	// messages (broker message IDs) of valid events that reached the
+	// database. Duplicates the workflows recognised themselves are not in
+	// it (their state query counts them).
+	Messages int64 `json:"messages"`
+	Gaps     int   `json:"gaps"`
 	// DeadLettersByReason counts the run's dead letters by the first word of
 	// their reason.
 	DeadLettersByReason map[string]int `json:"dead_letters_by_reason"`
@@ -117,7 +119,7 @@ func (r *Report) Write(w io.Writer) {
 	for _, n := range r.EventsByOutcome {
 		events += n
 	}
-	fmt.Fprintf(w, "  events:       %d business keys, %d deliveries, %d applied over a gap; by outcome: %s\n", events, r.Deliveries, r.Gaps, formatCounts(r.EventsByOutcome, outcomeOrder))
+	fmt.Fprintf(w, "  events:       %d business keys, %d messages reached the database, %d applied over a gap; by outcome: %s\n", events, r.Messages, r.Gaps, formatCounts(r.EventsByOutcome, outcomeOrder))
 	dl := 0
 	for _, n := range r.DeadLettersByReason {
 		dl += n
@@ -350,7 +352,7 @@ func judge(exp *scenario.Expected, s *snapshot) *Report {
 	}
 	for _, e := range s.eventList {
 		r.EventsByOutcome[e.outcome]++
-		r.Deliveries += e.timesSeen
+		r.Messages += e.timesSeen
 		if e.gap {
 			r.Gaps++
 		}

@@ -219,7 +219,7 @@ func readStored(db *gorm.DB, k fsm.Key) (storedRow, error) {
 
 // insertEventSQL records a business key with its decision.
 const insertEventSQL = `INSERT INTO order_events (order_id, version, event_id, user_id, status,
-	amount_cents, content_hash, outcome, gap, points_kind, points_delta, reason, occurred_at)`
+	amount_cents, content_hash, outcome, gap, points_kind, points_delta, reason, occurred_at, message_ids)`
 
 // applySQL writes an applied event in one statement: the order upsert with
 // the version guard and the compare-and-set on the version read, and the
@@ -237,7 +237,7 @@ const applySQL = `WITH up AS (
 	WHERE orders.version < EXCLUDED.version AND orders.version = ?
 	RETURNING 1)
 ` + insertEventSQL + `
-SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM up`
+SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ` + messageIDsSQL + ` FROM up`
 
 // applyOnce is one read-decide-write round of ApplyEvent. again is true when
 // a concurrent writer won and the round must be repeated.
@@ -248,8 +248,12 @@ func applyOnce(db *gorm.DB, e fsm.Event, hash string, src message.Envelope) (res
 	}
 
 	if st.evHash != nil && *st.evHash == hash {
-		if err := db.Exec(`UPDATE order_events SET times_seen = times_seen + 1, last_seen_at = now()
-			WHERE order_id = ? AND version = ?`, e.OrderID, e.Version).Error; err != nil {
+		// A new message counts; a retry of the same delivery does not.
+		if err := db.Exec(`UPDATE order_events SET times_seen = times_seen + 1, last_seen_at = now(),
+				message_ids = CASE WHEN ?::text = '' OR cardinality(message_ids) >= ? THEN message_ids
+					ELSE message_ids || ?::text END
+			WHERE order_id = ? AND version = ? AND (?::text = '' OR NOT (?::text = ANY (message_ids)))`,
+			src.MessageID, maxMessageIDs, src.MessageID, e.OrderID, e.Version, src.MessageID, src.MessageID).Error; err != nil {
 			return Applied{}, false, fmt.Errorf("count repeat: %w", err)
 		}
 		return Applied{Repeat: true, Decision: fsm.Decision{
@@ -274,7 +278,7 @@ func applyOnce(db *gorm.DB, e fsm.Event, hash string, src message.Envelope) (res
 	}
 	d := fsm.Decide(stored, e)
 	eventArgs := []any{e.OrderID, e.Version, e.EventID, e.UserID, string(e.Status), e.AmountCents,
-		hash, string(d.Outcome), d.Gap, string(d.Points), d.PointsDelta, d.Reason, e.OccurredAt}
+		hash, string(d.Outcome), d.Gap, string(d.Points), d.PointsDelta, d.Reason, e.OccurredAt, src.MessageID, src.MessageID}
 	var w *gorm.DB
 	switch d.Outcome {
 	case fsm.Conflict:
@@ -289,7 +293,7 @@ func applyOnce(db *gorm.DB, e fsm.Event, hash string, src message.Envelope) (res
 			n.Purchased, n.PurchasePoints, nullID(n.PurchaseUserID), n.Refunded, st.order.Version}, eventArgs...)
 		w = db.Exec(applySQL, args...)
 	default:
-		w = db.Exec(insertEventSQL+` VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, eventArgs...)
+		w = db.Exec(insertEventSQL+` VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, `+messageIDsSQL+`)`, eventArgs...)
 	}
 	switch {
 	case pgCode(w.Error) == "23505": // unique_violation: the key was recorded concurrently
@@ -329,6 +333,14 @@ func conflict(db *gorm.DB, e fsm.Event, cur fsm.Order, src message.Envelope, rea
 	}
 	return Applied{Decision: fsm.Decision{Outcome: fsm.Conflict, Reason: reason, Next: cur}}, nil
 }
+
+// maxMessageIDs is how many message IDs order_events keeps per business key
+// to tell a new message from a retry (migration 00003).
+const maxMessageIDs = 64
+
+// messageIDsSQL is the message_ids value of a business key first recorded
+// from a message: its ID, or none (two arguments, the ID twice).
+const messageIDsSQL = `CASE WHEN ?::text = '' THEN '{}'::text[] ELSE ARRAY[?::text] END`
 
 // nullID is a user ID column's value: NULL for 0 (none).
 func nullID(id int64) sql.NullInt64 { return sql.NullInt64{Int64: id, Valid: id > 0} }

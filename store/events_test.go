@@ -1,0 +1,47 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/orderflow/orderflow/fsm"
+	"github.com/orderflow/orderflow/internal/uniq"
+	"github.com/orderflow/orderflow/message"
+)
+
+// times_seen counts distinct messages: a retry of the same delivery (same
+// message ID) counts once, another message carrying the same event counts
+// again, and a call without a message ID always counts.
+func TestTimesSeenCountsDistinctMessages(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	e := fsm.Event{EventID: "e-1", OrderID: uniq.Name("seen"), UserID: 3, Status: fsm.Created, Version: 1,
+		AmountCents: 100, OccurredAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	from := func(id string) message.Envelope { return message.Envelope{Topic: "T", MessageID: id, Keys: e.OrderID} }
+	timesSeen := func() (n int) {
+		t.Helper()
+		if err := s.DB().Raw(`SELECT times_seen FROM order_events WHERE order_id = ? AND version = 1`, e.OrderID).
+			Scan(&n).Error; err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for _, c := range []struct {
+		src  message.Envelope
+		want int
+	}{
+		{from("m-1"), 1}, // the first delivery
+		{from("m-1"), 1}, // a retry of it (a local activity run again, a redelivery)
+		{from("m-2"), 2}, // a producer retry: a new message, same event
+		{from("m-1"), 2},
+		{message.Envelope{}, 3}, // no message ID: every call counts
+	} {
+		if _, err := s.ApplyEvent(ctx, e, c.src); err != nil {
+			t.Fatal(err)
+		}
+		if got := timesSeen(); got != c.want {
+			t.Fatalf("after a call from %q: times_seen %d, want %d", c.src.MessageID, got, c.want)
+		}
+	}
+}
