@@ -16,6 +16,9 @@ GOTEST_FLAGS ?= -count=1 -p 2 -timeout 30m
 # requests (#1115). The pinned version is the newest the module proxy serves.
 RACE ?= -race
 MQ_MATCH ?= /(internal/mq|internal/smoke|scenario|starter)$$
+# internal/mq's own concurrency (callbacks, Stop, lag) runs under the race
+# detector with a fake client: these tests use no RocketMQ client.
+MQ_RACE_TESTS ?= ^TestConsumer(ConcurrentCallbacksAndStop|LagKeepsTheNewestObservation)$$
 # Packages whose tests stop and restart the shared services (crash safety):
 # they run alone, after the others, so that they do not pull a service from
 # under another package's tests. They run the RocketMQ client too.
@@ -73,6 +76,7 @@ test-short:
 test: up lint
 	$(GO) test $(RACE) $(GOTEST_FLAGS) $$($(GO) list ./... | grep -v -E '$(MQ_MATCH)|$(SERIAL_MATCH)')
 	$(GO) test $(GOTEST_FLAGS) $$($(GO) list ./... | grep -E '$(MQ_MATCH)')
+	$(GO) test $(RACE) $(GOTEST_FLAGS) -run '$(MQ_RACE_TESTS)' ./internal/mq
 	$(GO) test $(GOTEST_FLAGS) $$($(GO) list ./... | grep -E '$(SERIAL_MATCH)')
 
 ## bench: start the stack, then measure the Temporal ceiling, orderflow end to

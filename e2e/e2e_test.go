@@ -71,37 +71,11 @@ func TestExactlyOnceUnderChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	topic := uniq.Name("e2e-events")
-	group := uniq.Name("e2e-bridge")
-	taskQueue := uniq.Name("e2e-tq")
-	prefix := uniq.Name("e2e")
-	testenv.CreateTopic(t, topic, 8)
-
-	workerBin, starterBin := buildBinaries(t)
-
-	env := []string{
-		"DATABASE_URL=" + dsn,
-		"ORDERFLOW_TOPIC=" + topic,
-		"ORDERFLOW_CONSUMER_GROUP=" + group,
-		"ORDERFLOW_TASK_QUEUE=" + taskQueue,
-		"ROCKETMQ_NAMESRV=" + namesrv,
-		// Short workflow lifetimes, so that late events also reach closed
-		// workflows and fresh runs rehydrate from PostgreSQL.
-		"ORDERFLOW_WORKFLOW_GRACE_PERIOD=10s",
-		"ORDERFLOW_WORKFLOW_IDLE_TIMEOUT=30s",
+	pl := newPipeline(t, "e2e", dsn, namesrv)
+	prefix := pl.prefix
+	worker, bridge := pl.procs(t, pl.env, pl.with(
 		// Messages handed back to the broker come back within 10s.
-		"ORDERFLOW_BRIDGE_MAX_RETRY_DELAY_LEVEL=3",
-	}
-	worker := newProc(t, "worker", workerBin, "ORDERFLOW_WORKER_METRICS_ADDR", env)
-	bridge := newProc(t, "bridge", starterBin, "ORDERFLOW_BRIDGE_METRICS_ADDR", env)
-	t.Cleanup(func() {
-		stop(t, bridge)
-		stop(t, worker)
-		if t.Failed() {
-			t.Logf("worker log (tail):\n%s", worker.Tail(6000))
-			t.Logf("bridge log (tail):\n%s", bridge.Tail(6000))
-		}
-	})
+		"ORDERFLOW_BRIDGE_MAX_RETRY_DELAY_LEVEL=3"))
 	for _, p := range []*procs.Proc{worker, bridge} {
 		if err := p.Start(ctx); err != nil {
 			t.Fatal(err)
@@ -133,7 +107,7 @@ func TestExactlyOnceUnderChaos(t *testing.T) {
 	pubStart := time.Now()
 	pubDone := make(chan error, 1)
 	go func() {
-		pubDone <- scenario.Publish(ctx, producer, s.Messages, scenario.PublishOptions{Topic: topic, Rate: rate})
+		pubDone <- scenario.Publish(ctx, producer, s.Messages, scenario.PublishOptions{Topic: pl.topic, Rate: rate})
 	}()
 
 	rng := rand.New(rand.NewPCG(uint64(seed), 77))
@@ -259,6 +233,59 @@ func TestExactlyOnceUnderChaos(t *testing.T) {
 
 // buildBinaries builds the worker and the bridge (the starter) into a
 // temporary directory.
+// pipeline is one fault test's own pipeline on the shared services: a
+// fresh database, topic (8 queues), consumer group, task queue and order-ID
+// prefix, the worker and bridge binaries, and their environment.
+type pipeline struct {
+	dsn, namesrv                    string
+	topic, group, taskQueue, prefix string
+	env                             []string
+	workerBin, starterBin           string
+}
+
+func newPipeline(t *testing.T, name, dsn, namesrv string) *pipeline {
+	t.Helper()
+	pl := &pipeline{dsn: dsn, namesrv: namesrv, topic: uniq.Name(name + "-events"), group: uniq.Name(name + "-bridge"),
+		taskQueue: uniq.Name(name + "-tq"), prefix: uniq.Name(name)}
+	testenv.CreateTopic(t, pl.topic, 8)
+	pl.workerBin, pl.starterBin = buildBinaries(t)
+	pl.env = []string{
+		"DATABASE_URL=" + dsn,
+		"ORDERFLOW_TOPIC=" + pl.topic,
+		"ORDERFLOW_CONSUMER_GROUP=" + pl.group,
+		"ORDERFLOW_TASK_QUEUE=" + pl.taskQueue,
+		"ROCKETMQ_NAMESRV=" + namesrv,
+		// Short workflow lifetimes, so that late events also reach closed
+		// workflows and fresh runs rehydrate from PostgreSQL.
+		"ORDERFLOW_WORKFLOW_GRACE_PERIOD=10s",
+		"ORDERFLOW_WORKFLOW_IDLE_TIMEOUT=30s",
+	}
+	return pl
+}
+
+// with returns the pipeline's environment with more variables.
+func (pl *pipeline) with(vars ...string) []string {
+	return append(append([]string(nil), pl.env...), vars...)
+}
+
+// procs makes the worker and the bridge processes with their environments,
+// stopped (and their logs shown on failure) when the test ends; the test
+// starts them.
+func (pl *pipeline) procs(t *testing.T, workerEnv, bridgeEnv []string) (worker, bridge *procs.Proc) {
+	t.Helper()
+	worker = newProc(t, "worker", pl.workerBin, "ORDERFLOW_WORKER_METRICS_ADDR", workerEnv)
+	bridge = newProc(t, "bridge", pl.starterBin, "ORDERFLOW_BRIDGE_METRICS_ADDR", bridgeEnv)
+	t.Cleanup(func() {
+		stop(t, bridge)
+		stop(t, worker)
+		if t.Failed() {
+			t.Logf("worker log (tail):\n%s", worker.Tail(6000))
+			t.Logf("bridge log (tail):\n%s", bridge.Tail(6000))
+		}
+	})
+	return worker, bridge
+}
+
 func buildBinaries(t *testing.T) (worker, starter string) {
 	t.Helper()
 	dir := t.TempDir()

@@ -89,39 +89,16 @@ func TestNothingLostWhenTheBrokerRefusesHandBacks(t *testing.T) {
 	temporal := testenv.StartProxy(t, config.FromEnv().TemporalAddress)
 	temporal.Cut()
 
-	topic := uniq.Name("handback-events")
-	group := uniq.Name("handback-bridge")
-	taskQueue := uniq.Name("handback-tq")
-	prefix := uniq.Name("handback")
-	testenv.CreateTopic(t, topic, 8)
-
-	workerBin, starterBin := buildBinaries(t)
-	env := []string{
-		"DATABASE_URL=" + dsn,
-		"ORDERFLOW_TOPIC=" + topic,
-		"ORDERFLOW_CONSUMER_GROUP=" + group,
-		"ORDERFLOW_TASK_QUEUE=" + taskQueue,
-		"ROCKETMQ_NAMESRV=" + namesrv,
-		"ORDERFLOW_WORKFLOW_GRACE_PERIOD=10s",
-		"ORDERFLOW_WORKFLOW_IDLE_TIMEOUT=30s",
-	}
-	bridgeEnv := append(append([]string(nil), env...),
+	pl := newPipeline(t, "handback", dsn, namesrv)
+	prefix, topic := pl.prefix, pl.topic
+	worker, bridge := pl.procs(t, pl.env, pl.with(
 		"TEMPORAL_ADDRESS="+temporal.Addr(),
 		// Hand a message back after one second of failed attempts.
 		"ORDERFLOW_BRIDGE_RETRY_FOR=1s",
 		"ORDERFLOW_BRIDGE_ATTEMPT_TIMEOUT=500ms",
 		"ORDERFLOW_BRIDGE_MAX_RETRY_DELAY_LEVEL=3",
 		"ORDERFLOW_BRIDGE_GRACE_PERIOD=5s",
-	)
-	worker := newProc(t, "worker", workerBin, "ORDERFLOW_WORKER_METRICS_ADDR", env)
-	bridge := newProc(t, "bridge", starterBin, "ORDERFLOW_BRIDGE_METRICS_ADDR", bridgeEnv)
-	t.Cleanup(func() {
-		stop(t, bridge)
-		stop(t, worker)
-		if t.Failed() {
-			t.Logf("bridge log (tail):\n%s", bridge.Tail(6000))
-		}
-	})
+	))
 
 	s, err := scenario.Generate(scenario.Options{
 		Orders: 60, Seed: time.Now().UnixNano(), Prefix: prefix, Start: time.Now(),

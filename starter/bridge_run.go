@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/sdk/client"
 
+	"github.com/orderflow/orderflow/bridge"
 	"github.com/orderflow/orderflow/config"
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/mq"
@@ -126,8 +127,8 @@ type Bridge struct {
 type bridgeDeps struct {
 	Log      *slog.Logger
 	Registry *prometheus.Registry
-	Deliver  DeliverFunc
-	Park     ParkFunc
+	Deliver  bridge.DeliverFunc
+	Park     bridge.ParkFunc
 	// Checks are the readiness checks besides the consumer's.
 	Checks []obs.Check
 }
@@ -135,20 +136,20 @@ type bridgeDeps struct {
 // newBridge wires a bridge; Start starts it.
 func newBridge(cfg bridgeConfig, d bridgeDeps) (*Bridge, error) {
 	b := &Bridge{cfg: cfg, log: d.Log}
-	stats := newConsumerStats(func() consumerSource {
+	stats := bridge.NewConsumerStats(func() bridge.ConsumerSource {
 		if b.consumer == nil {
 			return nil
 		}
 		return b.consumer
 	})
-	m, err := newBridgeMetrics(d.Registry, stats)
+	m, err := bridge.NewMetrics(d.Registry, stats)
 	if err != nil {
 		return nil, fmt.Errorf("bridge metrics: %w", err)
 	}
-	retry := defaultRetry
+	retry := bridge.DefaultRetry
 	retry.For = cfg.RetryFor
 	retry.Attempt = cfg.AttemptTimeout
-	h := &handler{log: d.Log, deliver: d.Deliver, park: d.Park, metrics: m, retry: retry, now: time.Now}
+	h := bridge.NewHandler(d.Log, d.Deliver, d.Park, m, retry)
 	b.consumer, err = mq.NewConsumer(mq.ConsumerConfig{
 		NameServer:         cfg.RocketMQNamesrv,
 		Topic:              cfg.Topic,
@@ -159,7 +160,7 @@ func newBridge(cfg bridgeConfig, d bridgeDeps) (*Bridge, error) {
 		MaxInflatedBody:    message.MaxBodySize,
 		AccessKey:          cfg.RocketMQAccessKey,
 		SecretKey:          cfg.RocketMQSecretKey,
-	}, h.handle)
+	}, h.Handle)
 	if err != nil {
 		return nil, err
 	}
@@ -291,14 +292,14 @@ func serveBridge(ctx context.Context, stopSignals func(), cfg bridgeConfig, log 
 }
 
 // temporalDeliver delivers events with workflows.Deliver.
-func temporalDeliver(c client.Client, taskQueue string, p workflows.Params) DeliverFunc {
+func temporalDeliver(c client.Client, taskQueue string, p workflows.Params) bridge.DeliverFunc {
 	return func(ctx context.Context, e fsm.Event, src message.Envelope) error {
 		return workflows.Deliver(ctx, c, taskQueue, p, e, &src)
 	}
 }
 
 // storePark parks dead letters in the database.
-func storePark(s *store.Store) ParkFunc {
+func storePark(s *store.Store) bridge.ParkFunc {
 	return func(ctx context.Context, dl message.DeadLetter) error {
 		_, err := s.ParkDeadLetter(ctx, dl)
 		return err

@@ -26,6 +26,7 @@ import (
 	gormlogger "gorm.io/gorm/logger"
 
 	"github.com/orderflow/orderflow/activities"
+	"github.com/orderflow/orderflow/bridge"
 	"github.com/orderflow/orderflow/config"
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/mq"
@@ -230,7 +231,7 @@ func (e *env) waitAccounted(t *testing.T, want []fsm.Key, deadWant int, timeout 
 }
 
 // startBridge runs a bridge in-process with the given delivery and parking.
-func startBridge(t *testing.T, cfg bridgeConfig, deliver DeliverFunc, park ParkFunc, checks ...obs.Check) *Bridge {
+func startBridge(t *testing.T, cfg bridgeConfig, deliver bridge.DeliverFunc, park bridge.ParkFunc, checks ...obs.Check) *Bridge {
 	t.Helper()
 	log := obs.NewLogger(testWriter(t), slog.LevelWarn, "bridge")
 	b, err := newBridge(cfg, bridgeDeps{Log: log, Registry: prometheus.NewRegistry(), Deliver: deliver, Park: park, Checks: checks})

@@ -75,7 +75,7 @@ func InflateRefused(m *primitive.MessageExt) bool {
 // running, so that Stop can wait for them before shutting the client down.
 type Consumer struct {
 	cfg     ConsumerConfig
-	pc      rocketmq.PushConsumer
+	pc      pushClient
 	handler Handler
 
 	// work is the context of every handler; cancelled when Stop gives up.
@@ -142,6 +142,20 @@ func NewConsumer(cfg ConsumerConfig, h Handler) (*Consumer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mq: create consumer for group %s: %w", cfg.Group, err)
 	}
+	return newConsumer(cfg, pc, h)
+}
+
+// pushClient is the part of the client's push consumer that Consumer uses;
+// tests of Consumer's own concurrency give it a fake.
+type pushClient interface {
+	Subscribe(topic string, selector consumer.MessageSelector,
+		f func(context.Context, ...*primitive.MessageExt) (consumer.ConsumeResult, error)) error
+	Start() error
+	Shutdown() error
+}
+
+// newConsumer wires a Consumer over pc, subscribed to cfg.Topic.
+func newConsumer(cfg ConsumerConfig, pc pushClient, h Handler) (*Consumer, error) {
 	work, cancel := context.WithCancel(context.Background())
 	c := &Consumer{cfg: cfg, pc: pc, handler: h, work: work, cancelWork: cancel, lags: map[primitive.MessageQueue]queueLag{}}
 	sel := consumer.MessageSelector{Type: consumer.TAG, Expression: "*"}

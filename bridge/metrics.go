@@ -1,4 +1,4 @@
-package main
+package bridge
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
@@ -8,13 +8,13 @@ import (
 
 // Message results, the values of the "result" label.
 const (
-	resultSignalled = "signalled"
-	resultParked    = "parked"
-	resultRetry     = "retry"
+	ResultSignalled = "signalled"
+	ResultParked    = "parked"
+	ResultRetry     = "retry"
 )
 
-// bridgeMetrics are the bridge's Prometheus metrics.
-type bridgeMetrics struct {
+// Metrics are the bridge's Prometheus metrics.
+type Metrics struct {
 	messages      *prometheus.CounterVec
 	rejections    *prometheus.CounterVec
 	mismatches    *prometheus.CounterVec
@@ -28,8 +28,10 @@ type bridgeMetrics struct {
 // takes minutes, and the time since occurred_at includes the producer's lag.
 var latencyBuckets = prometheus.ExponentialBuckets(0.005, 2.5, 15)
 
-func newBridgeMetrics(reg prometheus.Registerer, c *consumerStats) (*bridgeMetrics, error) {
-	m := &bridgeMetrics{
+// NewMetrics registers the bridge's metrics, and the consumer's figures c
+// reads, with reg.
+func NewMetrics(reg prometheus.Registerer, c *ConsumerStats) (*Metrics, error) {
+	m := &Metrics{
 		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "orderflow_bridge_messages_total",
 			Help: "Messages handled, by result: signalled (delivered to Temporal, acked), parked (dead letter committed, acked), retry (not acked, the broker delivers it again).",
@@ -62,7 +64,7 @@ func newBridgeMetrics(reg prometheus.Registerer, c *consumerStats) (*bridgeMetri
 			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14),
 		}, []string{"result"}),
 	}
-	for _, r := range []string{resultSignalled, resultParked, resultRetry} {
+	for _, r := range []string{ResultSignalled, ResultParked, ResultRetry} {
 		m.messages.WithLabelValues(r)
 	}
 	for _, k := range message.Kinds {
@@ -84,24 +86,26 @@ func newBridgeMetrics(reg prometheus.Registerer, c *consumerStats) (*bridgeMetri
 	return m, nil
 }
 
-// consumerSource is what consumerStats reads from the consumer.
-type consumerSource interface {
+// ConsumerSource is what ConsumerStats reads from the consumer.
+type ConsumerSource interface {
 	InFlight() int
 	Rejected() int64
 	Lag() map[string]int64
 }
 
-// consumerStats exports the consumer's own figures when scraped: callbacks
+// ConsumerStats exports the consumer's own figures when scraped: callbacks
 // in flight, messages handed back during shutdown, and the lag per topic.
-type consumerStats struct {
-	src      func() consumerSource
+type ConsumerStats struct {
+	src      func() ConsumerSource
 	inFlight *prometheus.Desc
 	rejected *prometheus.Desc
 	lag      *prometheus.Desc
 }
 
-func newConsumerStats(src func() consumerSource) *consumerStats {
-	return &consumerStats{
+// NewConsumerStats reads the consumer src returns (nil before it exists)
+// at each scrape.
+func NewConsumerStats(src func() ConsumerSource) *ConsumerStats {
+	return &ConsumerStats{
 		src: src,
 		inFlight: prometheus.NewDesc("orderflow_bridge_in_flight",
 			"Messages being handled now.", nil, nil),
@@ -113,13 +117,15 @@ func newConsumerStats(src func() consumerSource) *consumerStats {
 	}
 }
 
-func (s *consumerStats) Describe(ch chan<- *prometheus.Desc) {
+// Describe implements prometheus.Collector.
+func (s *ConsumerStats) Describe(ch chan<- *prometheus.Desc) {
 	ch <- s.inFlight
 	ch <- s.rejected
 	ch <- s.lag
 }
 
-func (s *consumerStats) Collect(ch chan<- prometheus.Metric) {
+// Collect implements prometheus.Collector.
+func (s *ConsumerStats) Collect(ch chan<- prometheus.Metric) {
 	src := s.src()
 	if src == nil {
 		ch <- prometheus.MustNewConstMetric(s.inFlight, prometheus.GaugeValue, 0)

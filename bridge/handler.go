@@ -1,4 +1,10 @@
-package main
+// Package bridge turns one RocketMQ message into a durable effect: a
+// SignalWithStart of the order's workflow for a valid event, a
+// dead_letters row for an invalid message (message.Parse decides). Its
+// Handler acknowledges a message only after that effect is durable and
+// retries in-process, with backoff, while Temporal or PostgreSQL is down.
+// The consumer that feeds it is internal/mq's; the process is starter.
+package bridge
 
 import (
 	"context"
@@ -28,9 +34,9 @@ type DeliverFunc func(ctx context.Context, e fsm.Event, src message.Envelope) er
 // row is committed.
 type ParkFunc func(ctx context.Context, dl message.DeadLetter) error
 
-// retryPolicy bounds the bridge's in-process retries of one message before
+// RetryPolicy bounds the bridge's in-process retries of one message before
 // it hands the message back to the broker.
-type retryPolicy struct {
+type RetryPolicy struct {
 	// For is the total time spent retrying one message.
 	For time.Duration
 	// Attempt bounds one attempt.
@@ -39,26 +45,34 @@ type retryPolicy struct {
 	Initial, Max time.Duration
 }
 
-var defaultRetry = retryPolicy{For: 15 * time.Second, Attempt: 10 * time.Second, Initial: 200 * time.Millisecond, Max: 2 * time.Second}
+var DefaultRetry = RetryPolicy{For: 15 * time.Second, Attempt: 10 * time.Second, Initial: 200 * time.Millisecond, Max: 2 * time.Second}
 
-// handler turns one RocketMQ message into a durable effect: a signal in
+// Handler turns one RocketMQ message into a durable effect: a signal in
 // Temporal for a valid event, a dead_letters row for an invalid message.
-// It returns nil (ack) only after that effect is durable.
-type handler struct {
+// Handle returns nil (ack) only after that effect is durable. Make one with
+// NewHandler; it is safe for concurrent use.
+type Handler struct {
 	log     *slog.Logger
 	deliver DeliverFunc
 	park    ParkFunc
-	metrics *bridgeMetrics
-	retry   retryPolicy
+	metrics *Metrics
+	retry   RetryPolicy
 	now     func() time.Time
 }
 
-// handle is the mq.Handler of the bridge.
-func (h *handler) handle(ctx context.Context, m *primitive.MessageExt) error {
+// NewHandler returns a Handler that delivers valid events with deliver,
+// parks invalid messages with park, counts into m and retries as retry
+// says.
+func NewHandler(log *slog.Logger, deliver DeliverFunc, park ParkFunc, m *Metrics, retry RetryPolicy) *Handler {
+	return &Handler{log: log, deliver: deliver, park: park, metrics: m, retry: retry, now: time.Now}
+}
+
+// Handle is the mq.Handler of the bridge.
+func (h *Handler) Handle(ctx context.Context, m *primitive.MessageExt) error {
 	start := h.now()
 	result, err := h.process(ctx, m)
 	if err != nil {
-		result = resultRetry
+		result = ResultRetry
 	}
 	h.metrics.messages.WithLabelValues(result).Inc()
 	h.metrics.handleSeconds.WithLabelValues(result).Observe(h.now().Sub(start).Seconds())
@@ -68,7 +82,7 @@ func (h *handler) handle(ctx context.Context, m *primitive.MessageExt) error {
 	return err
 }
 
-func (h *handler) process(ctx context.Context, m *primitive.MessageExt) (string, error) {
+func (h *Handler) process(ctx context.Context, m *primitive.MessageExt) (string, error) {
 	log := h.log.With("msg_id", m.MsgId, "topic", m.Topic, "keys", m.GetKeys(), "tag", m.GetTags(),
 		"reconsume_times", m.ReconsumeTimes)
 	env := envelope(m)
@@ -81,7 +95,7 @@ func (h *handler) process(ctx context.Context, m *primitive.MessageExt) (string,
 		}
 		h.metrics.rejections.WithLabelValues(r.Rejection.Kind).Inc()
 		log.Warn("invalid message parked in dead_letters", "reason", r.Rejection.Reason, "body_bytes", len(m.Body))
-		return resultParked, nil
+		return ResultParked, nil
 	}
 
 	e := r.Event
@@ -99,12 +113,12 @@ func (h *handler) process(ctx context.Context, m *primitive.MessageExt) (string,
 	}
 	h.metrics.eventLatency.Observe(h.now().Sub(e.OccurredAt).Seconds())
 	log.Debug("event signalled")
-	return resultSignalled, nil
+	return ResultSignalled, nil
 }
 
 // attempt runs f until it succeeds, the retry budget is spent or ctx is done,
 // with exponential backoff (and jitter) between attempts.
-func (h *handler) attempt(ctx context.Context, log *slog.Logger, target string, f func(context.Context) error) error {
+func (h *Handler) attempt(ctx context.Context, log *slog.Logger, target string, f func(context.Context) error) error {
 	n := 0
 	var last error
 	_, err := backoff.Retry(ctx, func() (struct{}, error) {

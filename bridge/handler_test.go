@@ -1,4 +1,4 @@
-package main
+package bridge
 
 import (
 	"context"
@@ -19,14 +19,14 @@ import (
 
 const goodBody = `{"event_id":"e1","order_id":"o-1","user_id":3,"status":"PAID","version":2,"amount_cents":500,"occurred_at":"2025-01-02T03:04:05Z"}`
 
-func testHandler(t *testing.T, deliver DeliverFunc, park ParkFunc) *handler {
+func testHandler(t *testing.T, deliver DeliverFunc, park ParkFunc) *Handler {
 	t.Helper()
-	m, err := newBridgeMetrics(prometheus.NewRegistry(), newConsumerStats(func() consumerSource { return nil }))
+	m, err := NewMetrics(prometheus.NewRegistry(), NewConsumerStats(func() ConsumerSource { return nil }))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &handler{log: slog.New(slog.NewTextHandler(io.Discard, nil)), deliver: deliver, park: park, metrics: m,
-		retry: retryPolicy{For: 300 * time.Millisecond, Attempt: 100 * time.Millisecond, Initial: 20 * time.Millisecond, Max: 50 * time.Millisecond},
+	return &Handler{log: slog.New(slog.NewTextHandler(io.Discard, nil)), deliver: deliver, park: park, metrics: m,
+		retry: RetryPolicy{For: 300 * time.Millisecond, Attempt: 100 * time.Millisecond, Initial: 20 * time.Millisecond, Max: 50 * time.Millisecond},
 		now:   time.Now}
 }
 
@@ -64,13 +64,13 @@ func TestHandlerRetriesThenAcks(t *testing.T) {
 		}
 		return nil
 	}, noPark(t))
-	if err := h.handle(context.Background(), msg(goodBody)); err != nil {
+	if err := h.Handle(context.Background(), msg(goodBody)); err != nil {
 		t.Fatalf("handle: %v", err)
 	}
 	if calls.Load() != 3 {
 		t.Fatalf("%d delivery attempts, want 3", calls.Load())
 	}
-	if v := counterValue(t, h.metrics.messages.WithLabelValues(resultSignalled)); v != 1 {
+	if v := counterValue(t, h.metrics.messages.WithLabelValues(ResultSignalled)); v != 1 {
 		t.Fatalf("signalled = %v", v)
 	}
 	if v := counterValue(t, h.metrics.attemptErrors.WithLabelValues(targetTemporal)); v != 2 {
@@ -86,7 +86,7 @@ func TestHandlerGivesUpWithoutAck(t *testing.T) {
 		return ctx.Err()
 	}, noPark(t))
 	start := time.Now()
-	err := h.handle(context.Background(), msg(goodBody))
+	err := h.Handle(context.Background(), msg(goodBody))
 	if err == nil {
 		t.Fatal("handle acked a message Temporal never accepted")
 	}
@@ -96,7 +96,7 @@ func TestHandlerGivesUpWithoutAck(t *testing.T) {
 	if calls.Load() < 2 {
 		t.Fatalf("%d attempts, want retries", calls.Load())
 	}
-	if v := counterValue(t, h.metrics.messages.WithLabelValues(resultRetry)); v != 1 {
+	if v := counterValue(t, h.metrics.messages.WithLabelValues(ResultRetry)); v != 1 {
 		t.Fatalf("retry = %v", v)
 	}
 }
@@ -107,7 +107,7 @@ func TestHandlerStopsRetryingWhenCancelled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	if err := h.handle(ctx, msg(goodBody)); err == nil || !errors.Is(err, context.DeadlineExceeded) {
+	if err := h.Handle(ctx, msg(goodBody)); err == nil || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("handle = %v, want the cancellation", err)
 	}
 	if d := time.Since(start); d > time.Second {
@@ -128,11 +128,11 @@ func TestHandlerParksInvalidAndKeepsItWhenParkingFails(t *testing.T) {
 	m := msg(`{"order_id":`)
 	m.WithKeys([]string{"k\x00ey\xff"})
 	m.WithProperty(primitive.PropertyOriginMessageId, "ORIGINAL")
-	if err := h.handle(context.Background(), m); err == nil {
+	if err := h.Handle(context.Background(), m); err == nil {
 		t.Fatal("handle acked an invalid message it could not park")
 	}
 	fail = false
-	if err := h.handle(context.Background(), m); err != nil {
+	if err := h.Handle(context.Background(), m); err != nil {
 		t.Fatalf("handle: %v", err)
 	}
 	want := message.DeadLetter{Envelope: message.Envelope{Topic: "T", MessageID: "ORIGINAL", Keys: "key\uFFFD", Tags: "PAID",
@@ -153,7 +153,7 @@ func TestHandlerCountsEnvelopeMismatch(t *testing.T) {
 	h := testHandler(t, func(context.Context, fsm.Event, message.Envelope) error { return nil }, noPark(t))
 	m := msg(goodBody)
 	m.WithTag("CANCELLED")
-	if err := h.handle(context.Background(), m); err != nil {
+	if err := h.Handle(context.Background(), m); err != nil {
 		t.Fatal(err)
 	}
 	if v := counterValue(t, h.metrics.mismatches.WithLabelValues("tag")); v != 1 {
