@@ -25,6 +25,9 @@ func FuzzDecode(f *testing.F) {
 		`{"order_id":["o"]}`, `{"order_id":{"id":"o"}}`, `{"a":[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]}`,
 		strings.Repeat("[", 200) + strings.Repeat("]", 200),
 		`{"order_id":"o","order_id":"p"}`, "\ufeff{}", "{\"event_id\":\"e\"}\x00",
+		// Oversized: one byte past the bound, and exactly at it.
+		`{"pad":"` + strings.Repeat("x", MaxBodySize-9) + `"}`,
+		`{"pad":"` + strings.Repeat("x", MaxBodySize-10) + `"}`,
 	} {
 		f.Add([]byte(s))
 	}
