@@ -323,10 +323,10 @@ func promSum(text, metric, filter string) float64 {
 // business key recorded, points row inserted or message parked.
 func lastEffect(ctx context.Context, db *database) (time.Time, error) {
 	var t time.Time
-	err := db.DB.QueryRowContext(ctx, `SELECT GREATEST(
+	err := db.DB.WithContext(ctx).Raw(`SELECT GREATEST(
 		(SELECT max(first_seen_at) FROM order_events),
 		(SELECT max(created_at) FROM points_ledger),
-		(SELECT max(first_seen_at) FROM dead_letters))`).Scan(&t)
+		(SELECT max(first_seen_at) FROM dead_letters))`).Row().Scan(&t)
 	if err != nil {
 		return t, fmt.Errorf("last effect: %w", err)
 	}
@@ -347,7 +347,7 @@ func latencies(ctx context.Context, db *database, msgs []scenario.Message, sent 
 			published[k] = sent[i]
 		}
 	}
-	rows, err := db.DB.QueryContext(ctx, `SELECT order_id, version, first_seen_at FROM order_events`)
+	rows, err := db.DB.WithContext(ctx).Raw(`SELECT order_id, version, first_seen_at FROM order_events`).Rows()
 	if err != nil {
 		return 0, 0, fmt.Errorf("read order_events: %w", err)
 	}

@@ -2,19 +2,20 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"net"
 	"net/url"
 	"strings"
 	"time"
 
-	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	gormlogger "gorm.io/gorm/logger"
 
 	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/internal/procs"
 	"github.com/orderflow/orderflow/internal/uniq"
-	"github.com/orderflow/orderflow/migrations"
+	"github.com/orderflow/orderflow/store"
 )
 
 // makeUp is the hint every service failure ends with.
@@ -22,15 +23,16 @@ const makeUp = "start the local stack with `make up` (see `make status`)"
 
 // database is a fresh, migrated PostgreSQL database of one benchmark cell.
 type database struct {
-	Name string
-	DSN  string
-	DB   *sql.DB
-	drop func() error
+	Name  string
+	DSN   string
+	DB    *gorm.DB
+	store *store.Store
+	drop  func() error
 }
 
 // Close closes the pool and drops the database.
 func (d *database) Close() error {
-	_ = d.DB.Close()
+	_ = d.store.Close()
 	return d.drop()
 }
 
@@ -41,45 +43,37 @@ func newDatabase(ctx context.Context, adminURL string) (*database, error) {
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		return nil, fmt.Errorf("DATABASE_URL must be a postgres:// URL, got %q", adminURL)
 	}
-	adm, err := sql.Open("pgx", adminURL)
+	adm, err := gorm.Open(postgres.Open(adminURL), &gorm.Config{Logger: gormlogger.Discard})
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", u.Redacted(), err)
 	}
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	err = adm.PingContext(pctx)
-	cancel()
-	if err != nil {
-		_ = adm.Close()
-		return nil, fmt.Errorf("PostgreSQL at %s is unreachable (%v); %s", u.Redacted(), err, makeUp)
+	closeAdm := func() {
+		if sqlDB, err := adm.DB(); err == nil {
+			_ = sqlDB.Close()
+		}
 	}
 	name := strings.ReplaceAll(uniq.Name("orderflow_bench"), "-", "_")
-	if _, err := adm.ExecContext(ctx, `CREATE DATABASE `+name); err != nil {
-		_ = adm.Close()
-		return nil, fmt.Errorf("create database %s: %w", name, err)
+	if err := adm.WithContext(ctx).Exec(`CREATE DATABASE ` + name).Error; err != nil {
+		closeAdm()
+		return nil, fmt.Errorf("PostgreSQL at %s: create database %s: %w; %s", u.Redacted(), name, err, makeUp)
 	}
 	drop := func() error {
-		defer adm.Close()
+		defer closeAdm()
 		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if _, err := adm.ExecContext(dctx, `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`); err != nil {
+		if err := adm.WithContext(dctx).Exec(`DROP DATABASE IF EXISTS ` + name + ` WITH (FORCE)`).Error; err != nil {
 			return fmt.Errorf("drop database %s: %w", name, err)
 		}
 		return nil
 	}
 	du := *u
 	du.Path = "/" + name
-	db, err := sql.Open("pgx", du.String())
+	st, err := store.Open(ctx, du.String(), 8)
 	if err != nil {
 		_ = drop()
 		return nil, fmt.Errorf("open database %s: %w", name, err)
 	}
-	db.SetMaxOpenConns(8)
-	if err := migrations.Up(ctx, db); err != nil {
-		_ = db.Close()
-		_ = drop()
-		return nil, fmt.Errorf("migrate database %s: %w", name, err)
-	}
-	return &database{Name: name, DSN: du.String(), DB: db, drop: drop}, nil
+	return &database{Name: name, DSN: du.String(), DB: st.DB(), store: st, drop: drop}, nil
 }
 
 // createTopic creates a topic with the given number of queues on the broker

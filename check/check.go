@@ -33,6 +33,8 @@ import (
 	"strings"
 	"time"
 
+	"gorm.io/gorm"
+
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/scenario"
 )
@@ -232,12 +234,13 @@ type snapshot struct {
 	deadLetters []deadLetterRow
 }
 
-func load(ctx context.Context, db *sql.DB, prefix string) (*snapshot, error) {
+func load(ctx context.Context, gdb *gorm.DB, prefix string) (*snapshot, error) {
+	db := gdb.WithContext(ctx)
 	s := &snapshot{orders: map[string]orderRow{}, events: map[fsm.Key][]eventRow{}, ledger: map[string][]ledgerRow{}}
 	like := prefix + "-"
 
-	rows, err := db.QueryContext(ctx, `SELECT order_id, user_id, status, version, amount_cents, purchased, purchase_points, refunded
-		FROM orders WHERE starts_with(order_id, $1)`, like)
+	rows, err := db.Raw(`SELECT order_id, user_id, status, version, amount_cents, purchased, purchase_points, refunded
+		FROM orders WHERE starts_with(order_id, ?)`, like).Rows()
 	if err != nil {
 		return nil, fmt.Errorf("check: read orders: %w", err)
 	}
@@ -253,8 +256,8 @@ func load(ctx context.Context, db *sql.DB, prefix string) (*snapshot, error) {
 		return nil, fmt.Errorf("check: read orders: %w", err)
 	}
 
-	rows, err = db.QueryContext(ctx, `SELECT order_id, version, content_hash, outcome, gap, times_seen, first_seen_at
-		FROM order_events WHERE starts_with(order_id, $1)`, like)
+	rows, err = db.Raw(`SELECT order_id, version, content_hash, outcome, gap, times_seen, first_seen_at
+		FROM order_events WHERE starts_with(order_id, ?)`, like).Rows()
 	if err != nil {
 		return nil, fmt.Errorf("check: read order_events: %w", err)
 	}
@@ -272,7 +275,7 @@ func load(ctx context.Context, db *sql.DB, prefix string) (*snapshot, error) {
 		return nil, fmt.Errorf("check: read order_events: %w", err)
 	}
 
-	rows, err = db.QueryContext(ctx, `SELECT order_id, kind, points, user_id FROM points_ledger WHERE starts_with(order_id, $1)`, like)
+	rows, err = db.Raw(`SELECT order_id, kind, points, user_id FROM points_ledger WHERE starts_with(order_id, ?)`, like).Rows()
 	if err != nil {
 		return nil, fmt.Errorf("check: read points_ledger: %w", err)
 	}
@@ -290,8 +293,8 @@ func load(ctx context.Context, db *sql.DB, prefix string) (*snapshot, error) {
 
 	// A run's dead letters carry its prefix in their keys (bad messages) or
 	// in their body (bad messages and conflicting events).
-	rows, err = db.QueryContext(ctx, `SELECT id, keys, body, reason, times_seen FROM dead_letters
-		WHERE starts_with(keys, $1) OR position(convert_to($1, 'UTF8') IN body) > 0`, like)
+	rows, err = db.Raw(`SELECT id, keys, body, reason, times_seen FROM dead_letters
+		WHERE starts_with(keys, ?) OR position(convert_to(?, 'UTF8') IN body) > 0`, like, like).Rows()
 	if err != nil {
 		return nil, fmt.Errorf("check: read dead_letters: %w", err)
 	}
@@ -320,7 +323,7 @@ func closeRows(rows *sql.Rows) error {
 // Verify reads the run's rows from db and checks the five invariants against
 // exp. The error is only for failing to read the database; violated
 // invariants are in the report (see Report.OK).
-func Verify(ctx context.Context, db *sql.DB, exp *scenario.Expected) (*Report, error) {
+func Verify(ctx context.Context, db *gorm.DB, exp *scenario.Expected) (*Report, error) {
 	if exp == nil || exp.Prefix == "" {
 		return nil, fmt.Errorf("check: expected state has no run prefix")
 	}

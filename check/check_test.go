@@ -14,20 +14,22 @@ import (
 	"testing"
 	"time"
 
+	"gorm.io/gorm"
+
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/testenv"
 	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/scenario"
 )
 
-func newDB(t *testing.T) (*sql.DB, string) {
+func newDB(t *testing.T) (*sql.DB, *gorm.DB) {
 	t.Helper()
-	g, dsn := testenv.NewDatabase(t)
+	g, _ := testenv.NewDatabase(t)
 	db, err := g.DB()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return db, dsn
+	return db, g
 }
 
 func genScenario(t *testing.T, prefix string, seed int64) *scenario.Scenario {
@@ -130,7 +132,7 @@ func shuffled(msgs []scenario.Message, seed uint64) []scenario.Message {
 }
 
 func TestVerifyPassesOnFaithfulRuns(t *testing.T) {
-	db, _ := newDB(t)
+	db, gdb := newDB(t)
 	ctx := context.Background()
 	// Two runs in one database: in publish order and in a random order.
 	a := genScenario(t, "chk-a", 1)
@@ -138,7 +140,7 @@ func TestVerifyPassesOnFaithfulRuns(t *testing.T) {
 	consume(t, db, a.Messages)
 	consume(t, db, shuffled(b.Messages, 3))
 	for _, s := range []*scenario.Scenario{a, b} {
-		r, err := Verify(ctx, db, &s.Expected)
+		r, err := Verify(ctx, gdb, &s.Expected)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -177,7 +179,7 @@ func pick(t *testing.T, s *scenario.Scenario, ok func(scenario.ExpectedOrder) bo
 }
 
 func TestVerifyDetectsViolations(t *testing.T) {
-	db, _ := newDB(t)
+	db, gdb := newDB(t)
 	ctx := context.Background()
 	completed := func(o scenario.ExpectedOrder) bool { return o.Status == fsm.Completed && o.PurchasePoints > 0 }
 	conflictKey := func(s *scenario.Scenario) fsm.Key {
@@ -250,7 +252,7 @@ func TestVerifyDetectsViolations(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := genScenario(t, fmt.Sprintf("chk-v%02d", i), int64(100+i))
 			consume(t, db, shuffled(s.Messages, uint64(i)))
-			r, err := Verify(ctx, db, &s.Expected)
+			r, err := Verify(ctx, gdb, &s.Expected)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -267,7 +269,7 @@ func TestVerifyDetectsViolations(t *testing.T) {
 			if n, _ := res.RowsAffected(); n == 0 {
 				t.Fatal("mutation changed nothing")
 			}
-			r, err = Verify(ctx, db, &s.Expected)
+			r, err = Verify(ctx, gdb, &s.Expected)
 			if err != nil {
 				t.Fatal(err)
 			}

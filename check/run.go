@@ -2,12 +2,11 @@ package check
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"time"
 
-	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
+	"gorm.io/gorm"
 
 	"github.com/orderflow/orderflow/scenario"
 )
@@ -34,7 +33,7 @@ type WaitOptions struct {
 // apart, or until Wait has passed, and returns the last report. Its error is
 // ErrInvariantViolated (wrapped) when the run did not settle, or a database
 // error.
-func WaitSettled(ctx context.Context, db *sql.DB, exp *scenario.Expected, o WaitOptions) (*Report, error) {
+func WaitSettled(ctx context.Context, db *gorm.DB, exp *scenario.Expected, o WaitOptions) (*Report, error) {
 	if o.Interval <= 0 {
 		o.Interval = time.Second
 	}

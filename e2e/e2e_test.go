@@ -189,7 +189,7 @@ func TestExactlyOnceUnderChaos(t *testing.T) {
 	// Wait until it settles; then every invariant must hold.
 	settleStart := time.Now()
 	last := time.Now()
-	r, err := check.WaitSettled(ctx, db, &s.Expected, check.WaitOptions{
+	r, err := check.WaitSettled(ctx, gdb, &s.Expected, check.WaitOptions{
 		Wait: settleWait, Interval: 2 * time.Second, Settle: 10 * time.Second,
 		Progress: func(r *check.Report) {
 			if time.Since(last) > 20*time.Second {

@@ -80,10 +80,6 @@ func TestNothingLostWhenTheBrokerRefusesHandBacks(t *testing.T) {
 	defer cancel()
 
 	gdb, dsn := testenv.NewDatabase(t)
-	db, err := gdb.DB()
-	if err != nil {
-		t.Fatal(err)
-	}
 	namesrv := testenv.RocketMQNamesrv(t)
 	broker := testenv.RocketMQBroker(t)
 	temporal := testenv.StartProxy(t, config.FromEnv().TemporalAddress)
@@ -178,7 +174,7 @@ func TestNothingLostWhenTheBrokerRefusesHandBacks(t *testing.T) {
 		t.Fatal(err)
 	}
 	settleStart := time.Now()
-	r, err := check.WaitSettled(ctx, db, &s.Expected, check.WaitOptions{
+	r, err := check.WaitSettled(ctx, gdb, &s.Expected, check.WaitOptions{
 		Wait: 4 * time.Minute, Interval: 2 * time.Second, Settle: 10 * time.Second,
 	})
 	var out bytes.Buffer

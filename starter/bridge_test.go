@@ -173,14 +173,9 @@ func TestBridgeOutageLosesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tc.Close()
-	parkDB := openDB(t, strings.Replace(e.dsn, pgAddr, pgProxy.addr(), 1))
-
-	parkSQL, err := parkDB.DB()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := startBridge(t, cfg, temporalDeliver(tc, e.taskQueue, testParams), storePark(store.New(parkDB)),
-		obs.TemporalCheck(tc), obs.PingCheck("postgres", parkSQL))
+	parkDB := store.New(openDB(t, strings.Replace(e.dsn, pgAddr, pgProxy.addr(), 1)))
+	b := startBridge(t, cfg, temporalDeliver(tc, e.taskQueue, testParams), storePark(parkDB),
+		obs.TemporalCheck(tc), obs.Check{Name: "postgres", Check: parkDB.Ping})
 	var want []fsm.Key
 	for n := 0; n < orders; n++ {
 		for v, s := range []fsm.Status{fsm.Created, fsm.Paid, fsm.Shipped} {

@@ -45,3 +45,18 @@ func TestTimesSeenCountsDistinctMessages(t *testing.T) {
 		}
 	}
 }
+
+// Ping answers while the pool is open and fails once it is closed: the
+// readiness checks of the worker and the bridge rely on it.
+func TestPing(t *testing.T) {
+	s := newStore(t)
+	if err := s.Ping(context.Background()); err != nil {
+		t.Fatalf("ping a live database: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ping(context.Background()); err == nil {
+		t.Error("ping of a closed pool succeeded")
+	}
+}

@@ -177,10 +177,6 @@ func runWorker(t *testing.T, args ...string) (code int, out string, err error) {
 func TestWorkerSurvivesSIGKILL(t *testing.T) {
 	c := testenv.RequireTemporal(t)
 	db, dsn := testenv.NewDatabase(t)
-	sqlDB, err := db.DB()
-	if err != nil {
-		t.Fatal(err)
-	}
 	tq := uniq.Name("wk-kill")
 	sc := workflowtest.Scenario(t, uniq.Name("wkk"), 100, 7)
 	t.Cleanup(func() { workflowtest.TerminateAll(c, &sc.Expected, "test finished") })
@@ -200,7 +196,7 @@ func TestWorkerSurvivesSIGKILL(t *testing.T) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	err = workflowtest.DeliverAll(ctx, c, tq, workflows.DefaultParams(), sc.Messages, 4, func(n int64) {
+	err := workflowtest.DeliverAll(ctx, c, tq, workflows.DefaultParams(), sc.Messages, 4, func(n int64) {
 		if n == killAt && killed.CompareAndSwap(false, true) {
 			if err := first.Kill(); err != nil {
 				t.Errorf("SIGKILL: %v", err)
@@ -217,10 +213,10 @@ func TestWorkerSurvivesSIGKILL(t *testing.T) {
 		t.Errorf("killed worker exit code %d, want -1 (signal)", code)
 	}
 	second := startWorker(t, dsn, tq)
-	rep := workflowtest.WaitSettled(t, sqlDB, &sc.Expected, 100*time.Second)
+	rep := workflowtest.WaitSettled(t, db, &sc.Expected, 100*time.Second)
 	t.Logf("killed after %d of %d deliveries; settled %v after start; orders %v outcomes %v points %d",
 		killAt, total, time.Since(start).Round(time.Millisecond), rep.OrdersByStatus, rep.EventsByOutcome, rep.Points)
-	workflowtest.CheckQueries(t, c, sqlDB, &sc.Expected)
+	workflowtest.CheckQueries(t, c, db, &sc.Expected)
 
 	// The project's and the SDK's metrics are exported.
 	_, metrics := second.get("/metrics")

@@ -24,10 +24,6 @@ import (
 func TestStreamOnRealServices(t *testing.T) {
 	c := testenv.RequireTemporal(t)
 	db, _ := testenv.NewDatabase(t)
-	sqlDB, err := db.DB()
-	if err != nil {
-		t.Fatal(err)
-	}
 	tq := uniq.Name("wf-stream")
 	workflowtest.StartWorker(t, c, tq, db)
 
@@ -41,12 +37,12 @@ func TestStreamOnRealServices(t *testing.T) {
 		t.Fatalf("deliver: %v", err)
 	}
 	delivered := time.Since(start)
-	rep := workflowtest.WaitSettled(t, sqlDB, &sc.Expected, 90*time.Second)
+	rep := workflowtest.WaitSettled(t, db, &sc.Expected, 90*time.Second)
 	t.Logf("%d messages (%d events, %d duplicates, %d conflicts) for %d orders: delivered in %v, settled in %v; orders %v, outcomes %v, points %d",
 		sc.Expected.Counts.Messages, sc.Expected.Counts.Events, sc.Expected.Counts.Duplicates, sc.Expected.Counts.Conflicts,
 		len(sc.Expected.Orders), delivered.Round(time.Millisecond), time.Since(start).Round(time.Millisecond),
 		rep.OrdersByStatus, rep.EventsByOutcome, rep.Points)
-	workflowtest.CheckQueries(t, c, sqlDB, &sc.Expected)
+	workflowtest.CheckQueries(t, c, db, &sc.Expected)
 
 	// The OrderStatus search attribute is current (visibility is eventually
 	// consistent).

@@ -45,16 +45,12 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("PostgreSQL at %s is unreachable (run `make up`): %w", config.Redact(cfg.DatabaseURL), err)
 	}
 	defer db.Close()
-	sqlDB, err := db.DB().DB()
-	if err != nil {
-		return err
-	}
 
 	fmt.Fprintf(stdout, "checking run %s: %d orders, %d business keys, %d bad messages, %d conflicts (waiting up to %s to settle)\n",
 		exp.Prefix, len(exp.Orders), len(exp.Keys), len(exp.Bad), len(exp.Conflicts), wait)
 	began := time.Now()
 	last := time.Now()
-	r, err := check.WaitSettled(ctx, sqlDB, exp, check.WaitOptions{Wait: wait, Interval: interval, Settle: settle,
+	r, err := check.WaitSettled(ctx, db.DB(), exp, check.WaitOptions{Wait: wait, Interval: interval, Settle: settle,
 		Progress: func(r *check.Report) {
 			if time.Since(last) >= 10*time.Second {
 				last = time.Now()

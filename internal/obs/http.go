@@ -2,7 +2,6 @@ package obs
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,16 +21,6 @@ import (
 type Check struct {
 	Name  string
 	Check func(ctx context.Context) error
-}
-
-// PingCheck is a readiness check that pings a database.
-func PingCheck(name string, db *sql.DB) Check {
-	return Check{Name: name, Check: func(ctx context.Context) error {
-		if err := db.PingContext(ctx); err != nil {
-			return fmt.Errorf("ping: %w", err)
-		}
-		return nil
-	}}
 }
 
 // TemporalCheck is a readiness check that asks the Temporal frontend for its

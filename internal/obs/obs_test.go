@@ -158,25 +158,6 @@ func TestNewTemporalClientAndCheck(t *testing.T) {
 	}
 }
 
-func TestPingCheck(t *testing.T) {
-	db, _ := testenv.NewDatabase(t)
-	sqlDB, err := db.DB()
-	if err != nil {
-		t.Fatal(err)
-	}
-	check := PingCheck("postgres", sqlDB)
-	if check.Name != "postgres" {
-		t.Errorf("name %q", check.Name)
-	}
-	if err := check.Check(context.Background()); err != nil {
-		t.Fatalf("ping a live database: %v", err)
-	}
-	_ = sqlDB.Close()
-	if err := check.Check(context.Background()); err == nil {
-		t.Error("ping of a closed pool succeeded")
-	}
-}
-
 func TestDialTemporalGivesUp(t *testing.T) {
 	cfg := config.Defaults()
 	cfg.TemporalAddress = "127.0.0.1:1"

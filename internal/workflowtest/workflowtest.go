@@ -135,7 +135,7 @@ func deliverRetrying(ctx context.Context, c client.Client, tq string, p workflow
 
 // WaitSettled waits up to wait for the database to satisfy every invariant
 // for the scenario, and fails the test with the report if it does not.
-func WaitSettled(t testing.TB, db *sql.DB, exp *scenario.Expected, wait time.Duration) *check.Report {
+func WaitSettled(t testing.TB, db *gorm.DB, exp *scenario.Expected, wait time.Duration) *check.Report {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), wait+30*time.Second)
 	defer cancel()
@@ -165,7 +165,7 @@ func QueryState(ctx context.Context, c client.Client, orderID string) (workflows
 
 // CheckQueries compares every order's state query with its rows: status,
 // version, net points and the number of recorded business keys.
-func CheckQueries(t testing.TB, c client.Client, db *sql.DB, exp *scenario.Expected) {
+func CheckQueries(t testing.TB, c client.Client, db *gorm.DB, exp *scenario.Expected) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -182,10 +182,10 @@ func CheckQueries(t testing.TB, c client.Client, db *sql.DB, exp *scenario.Expec
 			version, keys int64
 			points        sql.NullInt64
 		)
-		err = db.QueryRowContext(ctx, `SELECT o.status, o.version,
+		err = db.WithContext(ctx).Raw(`SELECT o.status, o.version,
 				(SELECT count(*) FROM order_events e WHERE e.order_id = o.order_id),
 				(SELECT sum(points) FROM points_ledger p WHERE p.order_id = o.order_id)
-			FROM orders o WHERE o.order_id = $1`, o.OrderID).Scan(&status, &version, &keys, &points)
+			FROM orders o WHERE o.order_id = ?`, o.OrderID).Row().Scan(&status, &version, &keys, &points)
 		if err != nil {
 			t.Errorf("read order %s: %v", o.OrderID, err)
 			bad++
