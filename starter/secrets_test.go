@@ -32,12 +32,11 @@ func TestBridgeNeverShowsSecrets(t *testing.T) {
 	env := []string{"DATABASE_URL=" + dsn, "TEMPORAL_API_KEY=" + apiKey, "TEMPORAL_TLS=false",
 		"ROCKETMQ_ACCESS_KEY=orderflow-test", "ROCKETMQ_SECRET_KEY=" + secretKey, "ORDERFLOW_LOG_LEVEL=debug"}
 	run := func(args ...string) (int, string) {
-		p := procs.New(procs.Spec{Name: "bridge", Path: bin, Args: args, Env: env})
-		if err := p.Start(context.Background()); err != nil {
+		code, out, err := procs.Run(context.Background(), procs.Spec{Name: "bridge", Path: bin, Args: args, Env: env})
+		if err != nil {
 			t.Fatal(err)
 		}
-		<-p.Done()
-		return p.ExitCode(), p.Output()
+		return code, out
 	}
 	code, out := run("-h")
 	if code != 0 || !strings.Contains(out, "ROCKETMQ_SECRET_KEY") {

@@ -25,12 +25,11 @@ func TestWorkerNeverShowsSecrets(t *testing.T) {
 	env := []string{"DATABASE_URL=" + dsn, "TEMPORAL_API_KEY=" + apiKey, "TEMPORAL_TLS=false",
 		"ORDERFLOW_TASK_QUEUE=" + uniq.Name("secrets"), "ORDERFLOW_LOG_LEVEL=debug"}
 	run := func(args ...string) (int, string) {
-		p := procs.New(procs.Spec{Name: "worker", Path: workerBinary(t), Args: args, Env: env})
-		if err := p.Start(context.Background()); err != nil {
+		code, out, err := procs.Run(context.Background(), procs.Spec{Name: "worker", Path: workerBinary(t), Args: args, Env: env})
+		if err != nil {
 			t.Fatal(err)
 		}
-		<-p.Done()
-		return p.ExitCode(), p.Output()
+		return code, out
 	}
 
 	code, out := run("-h")

@@ -158,15 +158,11 @@ func (p *proc) get(path string) (int, string) {
 }
 
 // runWorker runs the worker binary with args until it exits and returns its
-// exit code, its output and what waiting for it returned.
+// exit code, its output, and an error when it could not be started.
 func runWorker(t *testing.T, args ...string) (code int, out string, err error) {
 	t.Helper()
-	p := procs.New(procs.Spec{Name: "worker", Path: workerBinary(t), Args: args})
-	if err := p.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	<-p.Done()
-	return p.ExitCode(), p.Output(), p.Err()
+	code, out, err = procs.Run(context.Background(), procs.Spec{Name: "worker", Path: workerBinary(t), Args: args})
+	return code, out, err
 }
 
 // TestWorkerSurvivesSIGKILL runs the worker binary on a fresh database and

@@ -415,3 +415,21 @@ func (s *syncBuffer) Bytes() []byte {
 	defer s.mu.Unlock()
 	return bytes.Clone(s.b.Bytes())
 }
+
+// Run starts the program of spec, waits until it exits or ctx ends (then
+// kills it), and returns its exit code and output (spec.LogPath empty: the
+// output is kept in memory). The error is for a program that cannot be
+// started, or a ctx that ended first.
+func Run(ctx context.Context, spec Spec) (code int, output string, err error) {
+	p := New(spec)
+	if err := p.Start(ctx); err != nil {
+		return -1, p.Output(), err
+	}
+	select {
+	case <-p.Done():
+	case <-ctx.Done():
+		_ = p.Kill()
+		return p.ExitCode(), p.Output(), ctx.Err()
+	}
+	return p.ExitCode(), p.Output(), nil
+}

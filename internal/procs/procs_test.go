@@ -293,3 +293,22 @@ func TestExitBeforeReady(t *testing.T) {
 		t.Errorf("output %q", p.Output())
 	}
 }
+
+func TestRun(t *testing.T) {
+	code, out, err := Run(context.Background(), Spec{Name: "sh", Path: "/bin/sh", Args: []string{"-c", "echo said; exit 3"}})
+	if err != nil || code != 3 || !strings.Contains(out, "said") {
+		t.Errorf("Run: exit %d, output %q, err %v; want 3, \"said\", nil", code, out, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, _, err := Run(ctx, Spec{Name: "sleep", Path: "/bin/sleep", Args: []string{"30"}}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Run past its context: err %v, want the deadline", err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("Run past its context returned after %s", took)
+	}
+	if _, _, err := Run(context.Background(), Spec{Name: "none", Path: "/nonexistent/program"}); err == nil {
+		t.Error("Run of a missing program succeeded")
+	}
+}
