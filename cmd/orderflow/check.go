@@ -11,7 +11,6 @@ import (
 	"github.com/orderflow/orderflow/check"
 	"github.com/orderflow/orderflow/config"
 	"github.com/orderflow/orderflow/scenario"
-	"github.com/orderflow/orderflow/store"
 )
 
 // runCheck reads a scenario's expected-state file, waits until the database
@@ -38,11 +37,9 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	db, err := store.Open(octx, cfg.DatabaseURL, 2)
-	cancel()
+	db, err := openStore(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("PostgreSQL at %s is unreachable (run `make up`): %w", config.Redact(cfg.DatabaseURL), err)
+		return err
 	}
 	defer db.Close()
 

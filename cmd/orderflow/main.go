@@ -2,10 +2,14 @@
 //
 //	orderflow publish [flags]   publish a scenario of order events and write its expected final state
 //	orderflow check [flags]     wait until a published scenario settles and check the five invariants
+//	orderflow dlq list [flags]  the parked messages (-summary: counts by reason)
+//	orderflow dlq show ID       one parked message, raw
 //
 // Every subcommand takes the same configuration as the worker and the
 // bridge (flags and environment variables; `orderflow SUBCOMMAND -h` lists
-// them) and exits 0 on success, 1 on a failure or finding, 2 on bad usage.
+// them) and exits 0 on success, 1 on a failure, a finding or a not-found, 2
+// on bad usage. A service that cannot be reached is named with its address,
+// never a password.
 package main
 
 import (
@@ -15,8 +19,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
+	"github.com/orderflow/orderflow/config"
 	"github.com/orderflow/orderflow/internal/obs"
+	"github.com/orderflow/orderflow/store"
 )
 
 // command is one subcommand.
@@ -28,10 +35,14 @@ type command struct {
 var commands = []command{
 	{"publish", "publish a scenario of order events and write its expected final state", runPublish},
 	{"check", "wait until a published scenario settles and check the five invariants", runCheck},
+	{"dlq", "the parked messages: dlq list [-reason KIND] [-order ID] [-since T] [-summary], dlq show ID", runDLQ},
 }
 
 // errUsage marks an error about the command line (exit status 2).
 var errUsage = errors.New("usage")
+
+// errHelp is what parsing returns for -h: usage printed, exit status 0.
+var errHelp = flag.ErrHelp
 
 func main() {
 	ctx, stop := obs.SignalContext(context.Background())
@@ -63,7 +74,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		err := c.run(ctx, args[1:], stdout, stderr)
 		switch {
-		case err == nil, errors.Is(err, flag.ErrHelp):
+		case err == nil, errors.Is(err, errHelp):
 			return 0
 		case errors.Is(err, errUsage):
 			fmt.Fprintf(stderr, "orderflow %s: %v\n", c.name, err)
@@ -84,7 +95,7 @@ func parse(s interface {
 	Args() []string
 }, args []string) error {
 	if err := s.Parse(args, nil); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+		if errors.Is(err, errHelp) {
 			return err
 		}
 		return fmt.Errorf("%w: %w", errUsage, err)
@@ -93,4 +104,16 @@ func parse(s interface {
 		return fmt.Errorf("%w: unexpected arguments %q", errUsage, s.Args())
 	}
 	return nil
+}
+
+// openStore connects to the database of cfg; an unreachable database is
+// named with its address, its password redacted.
+func openStore(ctx context.Context, cfg config.Config) (*store.Store, error) {
+	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	db, err := store.Open(octx, cfg.DatabaseURL, 2)
+	if err != nil {
+		return nil, fmt.Errorf("PostgreSQL at %s is unreachable (run `make up`): %w", config.Redact(cfg.DatabaseURL), err)
+	}
+	return db, nil
 }
