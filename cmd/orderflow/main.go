@@ -4,6 +4,7 @@
 //	orderflow check [flags]     wait until a published scenario settles and check the five invariants
 //	orderflow dlq list [flags]  the parked messages (-summary: counts by reason)
 //	orderflow dlq show ID       one parked message, raw
+//	orderflow audit [flags]     check the invariants on the live tables
 //
 // Every subcommand takes the same configuration as the worker and the
 // bridge (flags and environment variables; `orderflow SUBCOMMAND -h` lists
@@ -36,6 +37,7 @@ var commands = []command{
 	{"publish", "publish a scenario of order events and write its expected final state", runPublish},
 	{"check", "wait until a published scenario settles and check the five invariants", runCheck},
 	{"dlq", "the parked messages: dlq list [-reason KIND] [-order ID] [-since T] [-summary], dlq show ID", runDLQ},
+	{"audit", "check the invariants on the live tables; exit 1 listing every violation", runAudit},
 }
 
 // errUsage marks an error about the command line (exit status 2).
