@@ -161,19 +161,21 @@ func TestBridgeOutageLosesNothing(t *testing.T) {
 	const orders = 6
 	e.terminate(t, orders)
 
-	temporalProxy := newProxy(t, testenv.TemporalAddress(), false)
+	temporalProxy := testenv.StartProxy(t, testenv.TemporalAddress())
+	temporalProxy.Cut()
 	pgAddr := pgHostPort(t, e.dsn)
-	pgProxy := newProxy(t, pgAddr, false)
+	pgProxy := testenv.StartProxy(t, pgAddr)
+	pgProxy.Cut()
 
 	cfg := e.config()
-	cfg.TemporalAddress = temporalProxy.addr()
+	cfg.TemporalAddress = temporalProxy.Addr()
 	tc, err := client.NewLazyClient(client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace,
 		Logger: testenv.QuietTemporalLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tc.Close()
-	parkDB := store.New(openDB(t, strings.Replace(e.dsn, pgAddr, pgProxy.addr(), 1)))
+	parkDB := store.New(openDB(t, strings.Replace(e.dsn, pgAddr, pgProxy.Addr(), 1)))
 	b := startBridge(t, cfg, temporalDeliver(tc, e.taskQueue, testParams), storePark(parkDB),
 		obs.TemporalCheck(tc), obs.Check{Name: "postgres", Check: parkDB.Ping})
 	var want []fsm.Key
@@ -217,8 +219,8 @@ func TestBridgeOutageLosesNothing(t *testing.T) {
 		t.Errorf("/readyz = %d while Temporal and PostgreSQL are unreachable, want 503", s)
 	}
 
-	temporalProxy.setUp(true)
-	pgProxy.setUp(true)
+	temporalProxy.Restore()
+	pgProxy.Restore()
 	e.waitAccounted(t, want, len(badBodies), 90*time.Second)
 	dead := e.deadLetters(t)
 	for _, body := range badBodies {

@@ -8,13 +8,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"regexp"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -283,89 +281,6 @@ func httpStatus(t *testing.T, url string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
-}
-
-// proxy is a TCP proxy that can refuse service, to make a backend
-// unreachable on demand without touching the shared server.
-type proxy struct {
-	ln      net.Listener
-	target  string
-	mu      sync.Mutex
-	up      bool
-	conns   map[net.Conn]struct{}
-	stopped bool
-}
-
-func newProxy(t *testing.T, target string, up bool) *proxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proxy{ln: ln, target: target, up: up, conns: map[net.Conn]struct{}{}}
-	go p.serve()
-	t.Cleanup(func() {
-		p.mu.Lock()
-		p.stopped = true
-		p.mu.Unlock()
-		_ = ln.Close()
-		p.setUp(false)
-	})
-	return p
-}
-
-func (p *proxy) addr() string { return p.ln.Addr().String() }
-
-// setUp lets connections through, or (false) closes every open one and
-// refuses new ones.
-func (p *proxy) setUp(up bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.up = up
-	if !up {
-		for c := range p.conns {
-			_ = c.Close()
-		}
-		p.conns = map[net.Conn]struct{}{}
-	}
-}
-
-func (p *proxy) serve() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		if !p.up || p.stopped {
-			p.mu.Unlock()
-			_ = c.Close()
-			continue
-		}
-		p.mu.Unlock()
-		go p.pipe(c)
-	}
-}
-
-func (p *proxy) pipe(c net.Conn) {
-	b, err := net.DialTimeout("tcp", p.target, 3*time.Second)
-	if err != nil {
-		_ = c.Close()
-		return
-	}
-	p.mu.Lock()
-	if !p.up {
-		p.mu.Unlock()
-		_ = c.Close()
-		_ = b.Close()
-		return
-	}
-	p.conns[c], p.conns[b] = struct{}{}, struct{}{}
-	p.mu.Unlock()
-	go func() { _, _ = io.Copy(b, c); _ = b.Close(); _ = c.Close() }()
-	_, _ = io.Copy(c, b)
-	_ = b.Close()
-	_ = c.Close()
 }
 
 // pgHostPort is the host:port of a postgres:// URL.

@@ -69,6 +69,10 @@ func (s *Store) AwardPoints(ctx context.Context, r PointsRow) (inserted bool, er
 	if w.Error != nil {
 		return false, fmt.Errorf("award %s points for %s: %w", r.Kind, r.OrderID, w.Error)
 	}
+	if w.RowsAffected == 1 {
+		return true, nil
+	}
+	// No row written: already there (a retry, a redelivery), or not due.
 	var row struct {
 		Found   bool
 		Due     bool
@@ -97,5 +101,5 @@ func (s *Store) AwardPoints(ctx context.Context, r PointsRow) (inserted bool, er
 			"order_id", r.OrderID, "kind", r.Kind, "stored_points", *row.Points, "stored_version", *row.Version,
 			"points", r.Points, "version", r.Version)
 	}
-	return w.RowsAffected == 1, nil
+	return false, nil
 }
