@@ -32,14 +32,23 @@ func ActivityOptions() workflow.ActivityOptions {
 	}
 }
 
+// LocalActivityRetryHorizon bounds how long a database step running as a
+// local activity is retried: in practice, until it succeeds. The SDK needs
+// a bound, and without one it takes the attempt's StartToCloseTimeout as
+// the bound of all attempts together, so that an event would be dropped
+// after a database outage of ten seconds.
+const LocalActivityRetryHorizon = 365 * 24 * time.Hour
+
 // LocalActivityOptions are the options of the database steps when they run
 // as local activities: the same attempt bound and retry policy as
-// ActivityOptions, executed by the workflow worker inside the workflow task.
+// ActivityOptions (retried until it succeeds, except for invalid input),
+// executed by the workflow worker inside the workflow task.
 func LocalActivityOptions() workflow.LocalActivityOptions {
 	ao := ActivityOptions()
 	return workflow.LocalActivityOptions{
-		StartToCloseTimeout: ao.StartToCloseTimeout,
-		RetryPolicy:         ao.RetryPolicy,
+		ScheduleToCloseTimeout: LocalActivityRetryHorizon,
+		StartToCloseTimeout:    ao.StartToCloseTimeout,
+		RetryPolicy:            ao.RetryPolicy,
 	}
 }
 

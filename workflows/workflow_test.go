@@ -35,6 +35,9 @@ type fakeDB struct {
 	// loseCompletion makes the first ApplyEvent attempt of a version commit
 	// and then fail, as a lost completion would.
 	loseCompletion map[int64]bool
+	// down makes this many ApplyEvent attempts fail as an unreachable
+	// database would (a retryable error), whatever their version.
+	down           int
 	loads, applies []string
 	awards         []activities.AwardPointsInput
 }
@@ -73,6 +76,10 @@ func (f *fakeDB) ApplyEvent(ctx context.Context, in activities.ApplyEventInput) 
 	f.applies = append(f.applies, e.Key().String())
 	if err := f.failApply[e.Version]; err != nil {
 		return activities.ApplyEventResult{}, err
+	}
+	if f.down > 0 {
+		f.down--
+		return activities.ApplyEventResult{}, errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
 	}
 	var cur *fsm.Order
 	if o, ok := f.orders[e.OrderID]; ok {
@@ -426,6 +433,24 @@ func TestInvalidInputIsCountedNotFatal(t *testing.T) {
 	}
 	if n != 1 || len(h.db.applies) != 3 {
 		t.Errorf("applies = %v", h.db.applies)
+	}
+}
+
+// TestLongDatabaseOutageLosesNothing: while the database stays unreachable
+// for minutes (ten failed attempts: about 3.5 minutes of backoff), the
+// event waits; it is applied once the database is back, not dropped when
+// one attempt's timeout has passed.
+func TestLongDatabaseOutageLosesNothing(t *testing.T) {
+	h := newHarness(t, "D-1")
+	h.db.down = 10
+	h.send(0, ev("D-1", 1, fsm.Created, 4200), ev("D-1", 2, fsm.Paid, 4200))
+	r := h.run(Input{Params: params()})
+	s := r.State
+	if s.Failed != 0 || s.Count(fsm.Applied) != 2 || s.Order.Status != fsm.Paid || s.Points != 42 {
+		t.Errorf("failed %d counts %v status %s points %d", s.Failed, s.Counts, s.Order.Status, s.Points)
+	}
+	if len(h.db.applies) != 12 {
+		t.Errorf("ApplyEvent attempts = %d (%v), want 10 failed + 2", len(h.db.applies), h.db.applies)
 	}
 }
 
