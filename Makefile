@@ -31,7 +31,7 @@ STATICCHECK_VERSION ?= v0.6.1
 ORDERFLOW_CACHE ?= $(HOME)/.cache/orderflow
 STATICCHECK ?= $(ORDERFLOW_CACHE)/tools/staticcheck-$(STATICCHECK_VERSION)
 
-.PHONY: up down status deps test test-short lint vet demo bench
+.PHONY: up down status deps test test-short lint vet demo bench chaos
 
 ## up: start PostgreSQL, Temporal (UI on :8233) and RocketMQ where not running
 up:
@@ -57,6 +57,7 @@ deps:
 
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags chaos ./e2e
 
 $(STATICCHECK):
 	@mkdir -p $(dir $(STATICCHECK))
@@ -66,7 +67,15 @@ $(STATICCHECK):
 ## lint: go vet and staticcheck (installed into the cache on first use)
 lint: $(STATICCHECK)
 	$(GO) vet ./...
+	$(GO) vet -tags chaos ./e2e
 	$(STATICCHECK) ./...
+	$(STATICCHECK) -tags chaos ./e2e
+
+## chaos: the fault matrix (every SIGKILL and network cut the invariants
+## name, each case checked against all five invariants) on a stack of its own
+## beside the one `make up` starts; about 15 minutes (scripts/chaos.sh)
+chaos:
+	@GO=$(GO) scripts/chaos.sh
 
 ## test-short: the unit tests only, no service needed (about 20 s)
 test-short:

@@ -231,8 +231,6 @@ func TestExactlyOnceUnderChaos(t *testing.T) {
 		pubTook.Round(time.Second), time.Since(settleStart).Round(time.Second), time.Since(began).Round(time.Second))
 }
 
-// buildBinaries builds the worker and the bridge (the starter) into a
-// temporary directory.
 // pipeline is one fault test's own pipeline on the shared services: a
 // fresh database, topic (8 queues), consumer group, task queue and order-ID
 // prefix, the worker and bridge binaries, and their environment.
@@ -245,10 +243,17 @@ type pipeline struct {
 
 func newPipeline(t *testing.T, name, dsn, namesrv string) *pipeline {
 	t.Helper()
+	workerBin, starterBin := buildBinaries(t)
+	return newPipelineWith(t, name, dsn, namesrv, workerBin, starterBin)
+}
+
+// newPipelineWith is newPipeline with binaries already built.
+func newPipelineWith(t *testing.T, name, dsn, namesrv, workerBin, starterBin string) *pipeline {
+	t.Helper()
 	pl := &pipeline{dsn: dsn, namesrv: namesrv, topic: uniq.Name(name + "-events"), group: uniq.Name(name + "-bridge"),
 		taskQueue: uniq.Name(name + "-tq"), prefix: uniq.Name(name)}
 	testenv.CreateTopic(t, pl.topic, 8)
-	pl.workerBin, pl.starterBin = buildBinaries(t)
+	pl.workerBin, pl.starterBin = workerBin, starterBin
 	pl.env = []string{
 		"DATABASE_URL=" + dsn,
 		"ORDERFLOW_TOPIC=" + pl.topic,
@@ -286,6 +291,8 @@ func (pl *pipeline) procs(t *testing.T, workerEnv, bridgeEnv []string) (worker, 
 	return worker, bridge
 }
 
+// buildBinaries builds the worker and the bridge (the starter) into a
+// temporary directory.
 func buildBinaries(t *testing.T) (worker, starter string) {
 	t.Helper()
 	dir := t.TempDir()

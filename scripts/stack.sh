@@ -13,8 +13,18 @@
 # Data and logs live under ORDERFLOW_DATA (default: <repo>/.data, git-ignored).
 # Downloaded and built tools live under ORDERFLOW_CACHE (default:
 # ~/.cache/orderflow), shared by every clone. ORDERFLOW_HEALTH_TIMEOUT
-# (seconds, default 120) bounds each health wait; ORDERFLOW_PG_PORT moves
-# PostgreSQL off 5432 (for trying the script beside a running stack).
+# (seconds, default 120) bounds each health wait.
+#
+# A second stack can run beside the first (the fault tests of `make chaos`
+# run one, so that killing its services disturbs nobody): give it its own
+# ORDERFLOW_DATA and ports with ORDERFLOW_PG_PORT (5432),
+# ORDERFLOW_TEMPORAL_PORT (7233), ORDERFLOW_TEMPORAL_UI_PORT (8233),
+# ORDERFLOW_NAMESRV_PORT (9876) and ORDERFLOW_BROKER_PORT (10911; the broker
+# also takes the port two below it and the one above). ORDERFLOW_BROKER_IP (default
+# 127.0.0.1) is the address the broker announces to clients through the name
+# server while it listens on 127.0.0.1: another loopback address such as
+# 127.0.0.2 lets a TCP proxy listening there stand between the clients and
+# the broker, to cut the broker off the network.
 #
 # PostgreSQL takes TLS and plain connections alike. Its self-signed
 # certificate (for 127.0.0.1 and localhost) is made once, in its data
@@ -32,10 +42,11 @@ LOGS=$DATA/logs
 HEALTH_TIMEOUT=${ORDERFLOW_HEALTH_TIMEOUT:-120}
 
 PG_PORT=${ORDERFLOW_PG_PORT:-5432}
-TEMPORAL_PORT=7233
-TEMPORAL_UI_PORT=8233
-NAMESRV_PORT=9876
-BROKER_PORT=10911
+TEMPORAL_PORT=${ORDERFLOW_TEMPORAL_PORT:-7233}
+TEMPORAL_UI_PORT=${ORDERFLOW_TEMPORAL_UI_PORT:-8233}
+NAMESRV_PORT=${ORDERFLOW_NAMESRV_PORT:-9876}
+BROKER_PORT=${ORDERFLOW_BROKER_PORT:-10911}
+BROKER_IP=${ORDERFLOW_BROKER_IP:-127.0.0.1}
 
 TEMPORAL_VERSION=1.5.1
 ORDER_TOPIC=ORDER_EVENTS
@@ -549,13 +560,13 @@ broker_running() { pid_alive "$BROKER_PID" "BrokerStartup"; }
 namesrv_listening_or_gone() { ! namesrv_running || port_open "$NAMESRV_PORT"; }
 broker_listening_or_gone() { ! broker_running || port_open "$BROKER_PORT"; }
 
-broker_registered() { mqadmin clusterList -n "127.0.0.1:$NAMESRV_PORT" 2>>"$MQADMIN_LOG" | grep -q "127.0.0.1:$BROKER_PORT"; }
+broker_registered() { mqadmin clusterList -n "127.0.0.1:$NAMESRV_PORT" 2>>"$MQADMIN_LOG" | grep -q "$BROKER_IP:$BROKER_PORT"; }
 
 # rocketmq_external_ok: the name server on the port routes topic
 # ORDER_EVENTS to the broker on the broker port.
 rocketmq_external_ok() {
 	broker_registered &&
-		mqadmin topicRoute -n "127.0.0.1:$NAMESRV_PORT" -t "$ORDER_TOPIC" 2>>"$MQADMIN_LOG" | grep -q "127.0.0.1:$BROKER_PORT"
+		mqadmin topicRoute -n "127.0.0.1:$NAMESRV_PORT" -t "$ORDER_TOPIC" 2>>"$MQADMIN_LOG" | grep -q "$BROKER_IP:$BROKER_PORT"
 }
 
 topic_created() { grep -q "\"$ORDER_TOPIC\"" "$ROCKETMQ_DIR/store/config/topics.json" 2>/dev/null; }
@@ -564,10 +575,22 @@ rocketmq_write_broker_conf() {
 	{
 		cat "$ROOT/deploy/rocketmq/broker.conf"
 		echo
-		echo "# Added by scripts/stack.sh: store inside the data folder."
+		echo "# Added by scripts/stack.sh: store inside the data folder, ports."
 		echo "storePathRootDir=$ROCKETMQ_DIR/store"
 		echo "storePathCommitLog=$ROCKETMQ_DIR/store/commitlog"
+		echo "namesrvAddr=127.0.0.1:$NAMESRV_PORT"
+		echo "listenPort=$BROKER_PORT"
+		echo "brokerIP1=$BROKER_IP"
 	} >"$ROCKETMQ_DIR/broker.conf"
+}
+
+rocketmq_write_namesrv_conf() {
+	{
+		cat "$ROOT/deploy/rocketmq/namesrv.conf"
+		echo
+		echo "# Added by scripts/stack.sh."
+		echo "listenPort=$NAMESRV_PORT"
+	} >"$ROCKETMQ_DIR/namesrv.conf"
 }
 
 rocketmq_up() {
@@ -589,8 +612,9 @@ rocketmq_up() {
 		require_free_port namesrv "$NAMESRV_PORT"
 		say namesrv "starting on 127.0.0.1:$NAMESRV_PORT"
 		echo "=== $(date -u +%FT%TZ) starting name server" >>"$NAMESRV_LOG"
+		rocketmq_write_namesrv_conf
 		rocketmq_cmd -Xms128m -Xmx256m -XX:MaxDirectMemorySize=128m -- \
-			org.apache.rocketmq.namesrv.NamesrvStartup -c "$ROOT/deploy/rocketmq/namesrv.conf"
+			org.apache.rocketmq.namesrv.NamesrvStartup -c "$ROCKETMQ_DIR/namesrv.conf"
 		spawn "$NAMESRV_PID" "$NAMESRV_LOG" "${RMQ_CMD[@]}"
 		started=1
 	fi
@@ -629,7 +653,7 @@ rocketmq_up() {
 			fail broker "not registered with the name server 127.0.0.1:$NAMESRV_PORT within ${HEALTH_TIMEOUT}s" "$BROKER_LOG"
 		if ! topic_created; then
 			say broker "creating topic $ORDER_TOPIC with $ORDER_TOPIC_QUEUES queues"
-			mqadmin updateTopic -n "127.0.0.1:$NAMESRV_PORT" -c DefaultCluster -t "$ORDER_TOPIC" \
+			mqadmin updateTopic -n "127.0.0.1:$NAMESRV_PORT" -b "127.0.0.1:$BROKER_PORT" -t "$ORDER_TOPIC" \
 				-r "$ORDER_TOPIC_QUEUES" -w "$ORDER_TOPIC_QUEUES" >>"$MQADMIN_LOG" 2>&1 ||
 				fail broker "could not create topic $ORDER_TOPIC" "$MQADMIN_LOG"
 			topic_created || fail broker "topic $ORDER_TOPIC missing after creation" "$MQADMIN_LOG"

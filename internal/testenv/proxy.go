@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -24,15 +25,26 @@ type Proxy struct {
 // connection to target until the test ends.
 func StartProxy(t testing.TB, target string) *Proxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := ListenProxy("127.0.0.1:0", target)
 	if err != nil {
-		t.Fatalf("testenv: proxy for %s: %v", target, err)
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+// ListenProxy listens on listen and forwards every connection to target
+// until Close. Unlike StartProxy it may outlive one test: the fault tests
+// keep one in front of the broker for the whole run.
+func ListenProxy(listen, target string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, fmt.Errorf("testenv: proxy %s for %s: %w", listen, target, err)
 	}
 	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
 	p.wg.Add(1)
 	go p.accept()
-	t.Cleanup(p.close)
-	return p
+	return p, nil
 }
 
 // Addr is the proxy's host:port.
@@ -116,7 +128,9 @@ func (p *Proxy) forward(c net.Conn) {
 	<-done // one direction ended: close both
 }
 
-func (p *Proxy) close() {
+// Close stops listening, closes every connection and waits for the
+// forwarding goroutines.
+func (p *Proxy) Close() {
 	p.ln.Close()
 	p.Cut()
 	p.wg.Wait()
