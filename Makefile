@@ -31,6 +31,13 @@ STATICCHECK_VERSION ?= v0.6.1
 ORDERFLOW_CACHE ?= $(HOME)/.cache/orderflow
 STATICCHECK ?= $(ORDERFLOW_CACHE)/tools/staticcheck-$(STATICCHECK_VERSION)
 
+# The RocketMQ profile of the local stack: single (one broker, the default)
+# or ha (two brokers in controller mode, synchronous replication); see
+# scripts/stack.sh. `make up ROCKETMQ=ha` after a `make down`.
+ROCKETMQ ?= $(or $(ORDERFLOW_ROCKETMQ_PROFILE),single)
+ROCKETMQ := $(ROCKETMQ)
+export ORDERFLOW_ROCKETMQ_PROFILE := $(ROCKETMQ)
+
 .PHONY: up down status deps test test-short lint vet demo bench chaos
 
 ## up: start PostgreSQL, Temporal (UI on :8233) and RocketMQ where not running

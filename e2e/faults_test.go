@@ -83,14 +83,19 @@ func (s *faultStack) pid(svc string) (int, error) {
 		"namesrv":  filepath.Join(s.data, "rocketmq", "namesrv.pid"),
 		"postgres": filepath.Join(s.data, "postgres", "postmaster.pid"),
 	}
-	b, err := os.ReadFile(files[svc])
+	return s.pidOf(files[svc])
+}
+
+// pidOf reads a process ID from the first line of a pid file.
+func (s *faultStack) pidOf(file string) (int, error) {
+	b, err := os.ReadFile(file)
 	if err != nil {
-		return 0, fmt.Errorf("pid of %s: %w", svc, err)
+		return 0, fmt.Errorf("pid file: %w", err)
 	}
 	first, _, _ := strings.Cut(string(b), "\n")
 	pid, err := strconv.Atoi(strings.TrimSpace(first))
 	if err != nil {
-		return 0, fmt.Errorf("pid of %s in %s: %w", svc, files[svc], err)
+		return 0, fmt.Errorf("pid in %s: %w", file, err)
 	}
 	return pid, nil
 }
@@ -101,13 +106,18 @@ func (s *faultStack) kill(svc string) error {
 	if err != nil {
 		return err
 	}
+	return killPid(pid)
+}
+
+// killPid SIGKILLs a process and waits until it is gone.
+func killPid(pid int) error {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		return fmt.Errorf("kill -9 %s (pid %d): %w", svc, pid, err)
+		return fmt.Errorf("kill -9 %d: %w", pid, err)
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for syscall.Kill(pid, 0) == nil {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s (pid %d) still runs 30 s after SIGKILL", svc, pid)
+			return fmt.Errorf("pid %d still runs 30 s after SIGKILL", pid)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

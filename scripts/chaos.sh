@@ -8,7 +8,10 @@
 # <data>/chaos, PostgreSQL on 15432, Temporal on 17233 (UI 18233), the name
 # server on 19876 and the broker listening on 127.0.0.1:20911 while it
 # announces 127.0.0.2:20911, where the test keeps a TCP proxy that it can cut.
-# Killing these services disturbs no other test. The stack is stopped
+# Killing these services disturbs no other test. Beside it runs the
+# replicated broker profile (ORDERFLOW_ROCKETMQ_PROFILE=ha: the name server
+# with the controller on 29876/29878, brokers on 30911 and 30921) for the
+# failover test. The stacks are stopped
 # (its data kept) when the run ends; ORDERFLOW_CHAOS_KEEP=1 leaves it up.
 #
 # Extra arguments go to `go test` (for example -run 'TestFaultMatrix/broker').
@@ -32,8 +35,20 @@ export ROCKETMQ_NAMESRV="127.0.0.1:$ORDERFLOW_NAMESRV_PORT"
 export ROCKETMQ_BROKER="127.0.0.1:$ORDERFLOW_BROKER_PORT"
 export ORDERFLOW_CHAOS_BROKER_ANNOUNCED="$ORDERFLOW_BROKER_IP:$ORDERFLOW_BROKER_PORT"
 
+# The replicated profile, for the failover test.
+export ORDERFLOW_CHAOS_HA_NAMESRV_PORT=29876
+export ORDERFLOW_CHAOS_HA_CONTROLLER_PORT=29878
+export ORDERFLOW_CHAOS_HA_BROKER_PORT=30911
+ha_stack() {
+	ORDERFLOW_ROCKETMQ_PROFILE=ha ORDERFLOW_NAMESRV_PORT=$ORDERFLOW_CHAOS_HA_NAMESRV_PORT \
+		ORDERFLOW_CONTROLLER_PORT=$ORDERFLOW_CHAOS_HA_CONTROLLER_PORT \
+		ORDERFLOW_BROKER_PORT=$ORDERFLOW_CHAOS_HA_BROKER_PORT ORDERFLOW_BROKER_IP=127.0.0.1 \
+		scripts/stack.sh "$@"
+}
+
 stop_stack() {
 	if [ "${ORDERFLOW_CHAOS_KEEP:-}" != 1 ]; then
+		ha_stack down rocketmq >/dev/null || true
 		scripts/stack.sh down rocketmq temporal postgres >/dev/null || true
 	fi
 }
@@ -41,9 +56,11 @@ trap stop_stack EXIT
 
 echo "chaos: starting the fault matrix's own stack (data $ORDERFLOW_DATA)"
 scripts/stack.sh up
+echo "chaos: starting the replicated broker profile"
+ha_stack up rocketmq
 
 status=0
-${GO:-go} test -tags chaos -count=1 -timeout 60m -v -run '^TestFaultMatrix$' "$@" ./e2e 2>&1 | tee "$ORDERFLOW_DATA/logs/chaos-test.log" || status=$?
+${GO:-go} test -tags chaos -count=1 -timeout 60m -v -run '^(TestFaultMatrix|TestBrokerFailover)$' "$@" ./e2e 2>&1 | tee "$ORDERFLOW_DATA/logs/chaos-test.log" || status=$?
 echo
 echo "chaos: the matrix (also in $ORDERFLOW_DATA/logs/chaos-test.log):"
 sed -n '/fault matrix:/,/^[^ |]/p' "$ORDERFLOW_DATA/logs/chaos-test.log" | grep '|' || true

@@ -493,12 +493,54 @@ temporal_status() {
 ROCKETMQ_POM=$ROOT/deploy/rocketmq/pom.xml
 ROCKETMQ_VERSION=$(sed -n 's:.*<rocketmq.version>\(.*\)</rocketmq.version>.*:\1:p' "$ROCKETMQ_POM")
 ROCKETMQ_HOME_DIR=$CACHE/rocketmq-$ROCKETMQ_VERSION
-ROCKETMQ_DIR=$DATA/rocketmq
+# Profiles (ORDERFLOW_ROCKETMQ_PROFILE, or `make up ROCKETMQ=...`):
+#   single  one broker (the default; `make demo` uses it)
+#   ha      a broker group of two brokers in controller mode: the controller
+#           runs inside the name server (ORDERFLOW_CONTROLLER_PORT, default
+#           9878, serves the brokers and its Raft peers), the brokers listen on the broker port
+#           and the broker port + 10, elect their master themselves and
+#           replicate synchronously (see deploy/rocketmq/broker-ha.conf).
+# Each profile keeps its data in a folder of its own, so switching needs a
+# `make down` first but loses nothing.
+ROCKETMQ_PROFILE=${ORDERFLOW_ROCKETMQ_PROFILE:-single}
+CONTROLLER_PORT=${ORDERFLOW_CONTROLLER_PORT:-9878}
+# How the broker flushes a message before acknowledging it: SYNC_FLUSH (on
+# disk before the producer's acknowledgement, the default) or ASYNC_FLUSH.
+BROKER_FLUSH=${ORDERFLOW_BROKER_FLUSH:-SYNC_FLUSH}
+case $ROCKETMQ_PROFILE in
+single)
+	ROCKETMQ_DIR=$DATA/rocketmq
+	BROKER_IDS=(0)
+	NAMESRV_LOG=$LOGS/rocketmq-namesrv.log
+	;;
+ha)
+	ROCKETMQ_DIR=$DATA/rocketmq-ha
+	BROKER_IDS=(0 1)
+	NAMESRV_LOG=$LOGS/rocketmq-ha-namesrv.log
+	;;
+*)
+	echo "stack: unknown RocketMQ profile '$ROCKETMQ_PROFILE' (known: single, ha)" >&2
+	exit 2
+	;;
+esac
+case $BROKER_FLUSH in
+SYNC_FLUSH | ASYNC_FLUSH) ;;
+*)
+	echo "stack: ORDERFLOW_BROKER_FLUSH must be SYNC_FLUSH or ASYNC_FLUSH, not '$BROKER_FLUSH'" >&2
+	exit 2
+	;;
+esac
 NAMESRV_PID=$ROCKETMQ_DIR/namesrv.pid
-BROKER_PID=$ROCKETMQ_DIR/broker.pid
-NAMESRV_LOG=$LOGS/rocketmq-namesrv.log
-BROKER_LOG=$LOGS/rocketmq-broker.log
 MQADMIN_LOG=$LOGS/rocketmq-admin.log
+
+# Per broker N (0, or 0 and 1): its name for messages, pid file, log, port,
+# store, and home (the JVM's user.home, where RocketMQ writes its own logs).
+broker_name() { if [ "$ROCKETMQ_PROFILE" = ha ]; then echo "broker-$1"; else echo broker; fi; }
+broker_pidfile() { echo "$ROCKETMQ_DIR/$(broker_name "$1").pid"; }
+broker_log() { if [ "$ROCKETMQ_PROFILE" = ha ]; then echo "$LOGS/rocketmq-ha-$(broker_name "$1").log"; else echo "$LOGS/rocketmq-broker.log"; fi; }
+broker_port() { echo $((BROKER_PORT + 10 * $1)); }
+broker_home() { if [ "$ROCKETMQ_PROFILE" = ha ]; then echo "$ROCKETMQ_DIR/$(broker_name "$1")"; else echo "$ROCKETMQ_DIR"; fi; }
+broker_store() { echo "$(broker_home "$1")/store"; }
 
 java_check() {
 	local v
@@ -542,7 +584,7 @@ rocketmq_cmd() {
 		--add-opens java.base/sun.nio.ch=ALL-UNNAMED
 		--add-opens java.base/java.util=ALL-UNNAMED
 		--add-exports java.base/jdk.internal.ref=ALL-UNNAMED
-		"-Duser.home=$ROCKETMQ_DIR"
+		"-Duser.home=${RMQ_USER_HOME:-$ROCKETMQ_DIR}"
 		"-Drocketmq.home.dir=$ROCKETMQ_HOME_DIR"
 		-cp "$ROCKETMQ_HOME_DIR/lib/*" "$@")
 }
@@ -553,35 +595,66 @@ mqadmin() {
 }
 
 namesrv_running() { pid_alive "$NAMESRV_PID" "NamesrvStartup"; }
-broker_running() { pid_alive "$BROKER_PID" "BrokerStartup"; }
+broker_running() { pid_alive "$(broker_pidfile "$1")" "BrokerStartup"; }
+any_broker_running() {
+	local i
+	for i in "${BROKER_IDS[@]}"; do broker_running "$i" && return 0; done
+	return 1
+}
 
 # A process killed a moment ago may still look alive: these wait for it to
 # listen or to be gone.
 namesrv_listening_or_gone() { ! namesrv_running || port_open "$NAMESRV_PORT"; }
-broker_listening_or_gone() { ! broker_running || port_open "$BROKER_PORT"; }
+broker_listening_or_gone() { ! broker_running "$1" || port_open "$(broker_port "$1")"; }
 
-broker_registered() { mqadmin clusterList -n "127.0.0.1:$NAMESRV_PORT" 2>>"$MQADMIN_LOG" | grep -q "$BROKER_IP:$BROKER_PORT"; }
+cluster_list() { mqadmin clusterList -n "127.0.0.1:$NAMESRV_PORT" 2>>"$MQADMIN_LOG"; }
+broker_registered() { cluster_list | grep -q "$BROKER_IP:$(broker_port "$1")"; }
+# ha_master_port: the port of the broker the controller elected master (the
+# name server lists it with broker ID 0).
+ha_master_port() {
+	cluster_list | awk -v ip="$BROKER_IP" '$3 == "0" { split($4, a, ":"); if (a[1] == ip) { print a[2]; exit } }'
+}
+ha_ready() {
+	local list
+	list=$(cluster_list) || return 1
+	# Both brokers registered, one of them as master (ID 0).
+	grep -q "$BROKER_IP:$(broker_port 0)" <<<"$list" && grep -q "$BROKER_IP:$(broker_port 1)" <<<"$list" &&
+		awk '$3 == "0" { found = 1 } END { exit !found }' <<<"$list"
+}
 
 # rocketmq_external_ok: the name server on the port routes topic
 # ORDER_EVENTS to the broker on the broker port.
 rocketmq_external_ok() {
-	broker_registered &&
+	broker_registered 0 &&
 		mqadmin topicRoute -n "127.0.0.1:$NAMESRV_PORT" -t "$ORDER_TOPIC" 2>>"$MQADMIN_LOG" | grep -q "$BROKER_IP:$BROKER_PORT"
 }
 
-topic_created() { grep -q "\"$ORDER_TOPIC\"" "$ROCKETMQ_DIR/store/config/topics.json" 2>/dev/null; }
+topic_created() {
+	local i
+	for i in "${BROKER_IDS[@]}"; do
+		grep -q "\"$ORDER_TOPIC\"" "$(broker_store "$i")/config/topics.json" 2>/dev/null || return 1
+	done
+}
 
 rocketmq_write_broker_conf() {
+	local i=$1 store
+	store=$(broker_store "$i")
 	{
 		cat "$ROOT/deploy/rocketmq/broker.conf"
 		echo
-		echo "# Added by scripts/stack.sh: store inside the data folder, ports."
-		echo "storePathRootDir=$ROCKETMQ_DIR/store"
-		echo "storePathCommitLog=$ROCKETMQ_DIR/store/commitlog"
+		if [ "$ROCKETMQ_PROFILE" = ha ]; then
+			cat "$ROOT/deploy/rocketmq/broker-ha.conf"
+			echo
+			echo "controllerAddr=127.0.0.1:$CONTROLLER_PORT"
+		fi
+		echo "# Added by scripts/stack.sh: store inside the data folder, ports, flushing."
+		echo "storePathRootDir=$store"
+		echo "storePathCommitLog=$store/commitlog"
 		echo "namesrvAddr=127.0.0.1:$NAMESRV_PORT"
-		echo "listenPort=$BROKER_PORT"
+		echo "listenPort=$(broker_port "$i")"
 		echo "brokerIP1=$BROKER_IP"
-	} >"$ROCKETMQ_DIR/broker.conf"
+		echo "flushDiskType=$BROKER_FLUSH"
+	} >"$(broker_home "$i")/broker.conf"
 }
 
 rocketmq_write_namesrv_conf() {
@@ -590,16 +663,63 @@ rocketmq_write_namesrv_conf() {
 		echo
 		echo "# Added by scripts/stack.sh."
 		echo "listenPort=$NAMESRV_PORT"
+		if [ "$ROCKETMQ_PROFILE" = ha ]; then
+			echo "# The controller (broker master election) inside the name server."
+			echo "enableControllerInNamesrv=true"
+			echo "controllerDLegerGroup=orderflow"
+			echo "controllerDLegerPeers=n0-127.0.0.1:$CONTROLLER_PORT"
+			echo "controllerDLegerSelfId=n0"
+			echo "controllerStorePath=$ROCKETMQ_DIR/controller"
+			echo "enableElectUncleanMaster=false"
+			echo "notifyBrokerRoleChanged=true"
+		fi
 	} >"$ROCKETMQ_DIR/namesrv.conf"
 }
 
+# broker_start N: start broker N unless it runs; sets started=1 when it did.
+broker_start() {
+	local i=$1 port log name p
+	port=$(broker_port "$i")
+	log=$(broker_log "$i")
+	name=$(broker_name "$i")
+	wait_until "$HEALTH_TIMEOUT" broker_listening_or_gone "$i" ||
+		fail "$name" "running but not listening on 127.0.0.1:$port within ${HEALTH_TIMEOUT}s" "$log"
+	if broker_running "$i"; then
+		say "$name" "running (127.0.0.1:$port)"
+		return 0
+	fi
+	for p in "$port" $((port - 2)) $((port + 1)); do
+		require_free_port "$name" "$p"
+	done
+	mkdir -p "$(broker_store "$i")"
+	rocketmq_write_broker_conf "$i"
+	say "$name" "starting on 127.0.0.1:$port ($BROKER_FLUSH)"
+	echo "=== $(date -u +%FT%TZ) starting broker" >>"$log"
+	RMQ_USER_HOME=$(broker_home "$i") rocketmq_cmd -Xms256m -Xmx512m -XX:MaxDirectMemorySize=256m -- \
+		org.apache.rocketmq.broker.BrokerStartup -c "$(broker_home "$i")/broker.conf"
+	spawn "$(broker_pidfile "$i")" "$log" "${RMQ_CMD[@]}"
+	started=1
+}
+
+broker_wait_listening() {
+	local i=$1 port log name
+	port=$(broker_port "$i")
+	log=$(broker_log "$i")
+	name=$(broker_name "$i")
+	if ! wait_until "$HEALTH_TIMEOUT" port_open "$port"; then
+		broker_running "$i" || fail "$name" "the broker exited during startup: $(last_error "$log")" "$log"
+		fail "$name" "not listening on 127.0.0.1:$port within ${HEALTH_TIMEOUT}s" "$log"
+	fi
+}
+
 rocketmq_up() {
-	local started=0
+	local started=0 i master
 	java_check
 	rocketmq_fetch
-	mkdir -p "$ROCKETMQ_DIR/store"
+	mkdir -p "$ROCKETMQ_DIR"
 
-	if ! namesrv_running && ! broker_running && port_open "$NAMESRV_PORT" && port_open "$BROKER_PORT" && rocketmq_external_ok; then
+	if [ "$ROCKETMQ_PROFILE" = single ] && ! namesrv_running && ! any_broker_running &&
+		port_open "$NAMESRV_PORT" && port_open "$BROKER_PORT" && rocketmq_external_ok; then
 		external rocketmq "RocketMQ name server 127.0.0.1:$NAMESRV_PORT and broker 127.0.0.1:$BROKER_PORT with topic $ORDER_TOPIC"
 		return 0
 	fi
@@ -610,6 +730,7 @@ rocketmq_up() {
 		say namesrv "running (127.0.0.1:$NAMESRV_PORT)"
 	else
 		require_free_port namesrv "$NAMESRV_PORT"
+		if [ "$ROCKETMQ_PROFILE" = ha ]; then require_free_port controller "$CONTROLLER_PORT"; fi
 		say namesrv "starting on 127.0.0.1:$NAMESRV_PORT"
 		echo "=== $(date -u +%FT%TZ) starting name server" >>"$NAMESRV_LOG"
 		rocketmq_write_namesrv_conf
@@ -623,64 +744,61 @@ rocketmq_up() {
 		fail namesrv "not listening on 127.0.0.1:$NAMESRV_PORT within ${HEALTH_TIMEOUT}s" "$NAMESRV_LOG"
 	fi
 
-	wait_until "$HEALTH_TIMEOUT" broker_listening_or_gone ||
-		fail broker "running but not listening on 127.0.0.1:$BROKER_PORT within ${HEALTH_TIMEOUT}s" "$BROKER_LOG"
-	if broker_running; then
-		say broker "running (127.0.0.1:$BROKER_PORT)"
-	else
-		local p
-		for p in "$BROKER_PORT" $((BROKER_PORT - 2)) $((BROKER_PORT + 1)); do
-			require_free_port broker "$p"
-		done
-		rocketmq_write_broker_conf
-		say broker "starting on 127.0.0.1:$BROKER_PORT"
-		echo "=== $(date -u +%FT%TZ) starting broker" >>"$BROKER_LOG"
-		rocketmq_cmd -Xms256m -Xmx512m -XX:MaxDirectMemorySize=256m -- \
-			org.apache.rocketmq.broker.BrokerStartup -c "$ROCKETMQ_DIR/broker.conf"
-		spawn "$BROKER_PID" "$BROKER_LOG" "${RMQ_CMD[@]}"
-		started=1
-	fi
-	if ! wait_until "$HEALTH_TIMEOUT" port_open "$BROKER_PORT"; then
-		broker_running || fail broker "the broker exited during startup: $(last_error "$BROKER_LOG")" "$BROKER_LOG"
-		fail broker "not listening on 127.0.0.1:$BROKER_PORT within ${HEALTH_TIMEOUT}s" "$BROKER_LOG"
-	fi
+	for i in "${BROKER_IDS[@]}"; do broker_start "$i"; done
+	for i in "${BROKER_IDS[@]}"; do broker_wait_listening "$i"; done
 
 	# Registration and the topic are checked with the admin tool (a JVM start
 	# of a few seconds), so only after something was (re)started.
 	if [ "$started" -eq 1 ] || ! topic_created; then
-		say broker "waiting for registration with the name server"
-		wait_until "$HEALTH_TIMEOUT" broker_registered ||
-			fail broker "not registered with the name server 127.0.0.1:$NAMESRV_PORT within ${HEALTH_TIMEOUT}s" "$BROKER_LOG"
+		say rocketmq "waiting for registration with the name server"
+		if [ "$ROCKETMQ_PROFILE" = ha ]; then
+			wait_until "$HEALTH_TIMEOUT" ha_ready ||
+				fail rocketmq "the two brokers did not register, one of them elected master, within ${HEALTH_TIMEOUT}s" "$(broker_log 0)"
+		else
+			wait_until "$HEALTH_TIMEOUT" broker_registered 0 ||
+				fail broker "not registered with the name server 127.0.0.1:$NAMESRV_PORT within ${HEALTH_TIMEOUT}s" "$(broker_log 0)"
+		fi
 		if ! topic_created; then
-			say broker "creating topic $ORDER_TOPIC with $ORDER_TOPIC_QUEUES queues"
-			mqadmin updateTopic -n "127.0.0.1:$NAMESRV_PORT" -b "127.0.0.1:$BROKER_PORT" -t "$ORDER_TOPIC" \
+			say rocketmq "creating topic $ORDER_TOPIC with $ORDER_TOPIC_QUEUES queues"
+			master=$BROKER_PORT
+			if [ "$ROCKETMQ_PROFILE" = ha ]; then master=$(ha_master_port); fi
+			mqadmin updateTopic -n "127.0.0.1:$NAMESRV_PORT" -b "127.0.0.1:$master" -t "$ORDER_TOPIC" \
 				-r "$ORDER_TOPIC_QUEUES" -w "$ORDER_TOPIC_QUEUES" >>"$MQADMIN_LOG" 2>&1 ||
-				fail broker "could not create topic $ORDER_TOPIC" "$MQADMIN_LOG"
-			topic_created || fail broker "topic $ORDER_TOPIC missing after creation" "$MQADMIN_LOG"
+				fail rocketmq "could not create topic $ORDER_TOPIC" "$MQADMIN_LOG"
+			# A replica copies the master's topics within seconds.
+			wait_until "$HEALTH_TIMEOUT" topic_created ||
+				fail rocketmq "topic $ORDER_TOPIC missing after creation" "$MQADMIN_LOG"
 		fi
 	fi
-	say rocketmq "healthy: name server 127.0.0.1:$NAMESRV_PORT, broker 127.0.0.1:$BROKER_PORT, topic $ORDER_TOPIC"
+	if [ "$ROCKETMQ_PROFILE" = ha ]; then
+		say rocketmq "healthy: name server and controller 127.0.0.1:$NAMESRV_PORT, brokers 127.0.0.1:$(broker_port 0) and 127.0.0.1:$(broker_port 1) (master 127.0.0.1:$(ha_master_port)), topic $ORDER_TOPIC"
+	else
+		say rocketmq "healthy: name server 127.0.0.1:$NAMESRV_PORT, broker 127.0.0.1:$BROKER_PORT, topic $ORDER_TOPIC"
+	fi
 }
 
 rocketmq_down() {
-	stop_pid broker "$BROKER_PID" "BrokerStartup"
+	local i
+	for i in "${BROKER_IDS[@]}"; do stop_pid "$(broker_name "$i")" "$(broker_pidfile "$i")" "BrokerStartup"; done
 	stop_pid namesrv "$NAMESRV_PID" "NamesrvStartup"
 }
 
 rocketmq_status() {
-	local rc=0
+	local rc=0 i
 	if namesrv_running; then
 		say namesrv "running  127.0.0.1:$NAMESRV_PORT  pid $(cat "$NAMESRV_PID")  log $NAMESRV_LOG"
 	else
 		say namesrv "stopped  log $NAMESRV_LOG$(port_note "$NAMESRV_PORT")"
 		rc=1
 	fi
-	if broker_running; then
-		say broker "running  127.0.0.1:$BROKER_PORT  pid $(cat "$BROKER_PID")  log $BROKER_LOG (details: $ROCKETMQ_DIR/logs/rocketmqlogs)"
-	else
-		say broker "stopped  log $BROKER_LOG$(port_note "$BROKER_PORT")"
-		rc=1
-	fi
+	for i in "${BROKER_IDS[@]}"; do
+		if broker_running "$i"; then
+			say "$(broker_name "$i")" "running  127.0.0.1:$(broker_port "$i")  pid $(cat "$(broker_pidfile "$i")")  log $(broker_log "$i") (details: $(broker_home "$i")/logs/rocketmqlogs)"
+		else
+			say "$(broker_name "$i")" "stopped  log $(broker_log "$i")$(port_note "$(broker_port "$i")")"
+			rc=1
+		fi
+	done
 	return "$rc"
 }
 

@@ -34,6 +34,7 @@ const (
 var composeServices = []string{
 	"postgres", "temporal", "temporal-setup", "temporal-ui",
 	"rocketmq-namesrv", "rocketmq-broker", "rocketmq-topic", "worker", "starter",
+	"rocketmq-ha-namesrv", "rocketmq-ha-broker-0", "rocketmq-ha-broker-1", "rocketmq-ha-topic",
 }
 
 // repoRoot returns the repository's root directory (two levels up).
@@ -50,12 +51,13 @@ func repoRoot(t *testing.T) string {
 }
 
 // loadCompose parses a compose file with compose-spec's loader, as
-// `docker compose` does, without the caller's environment.
+// `docker compose --profile ha` does, without the caller's environment.
 func loadCompose(t *testing.T, root, file string) (*types.Project, error) {
 	t.Helper()
 	opts, err := cli.NewProjectOptions([]string{file},
 		cli.WithWorkingDirectory(root),
 		cli.WithName("orderflow"),
+		cli.WithProfiles([]string{"ha"}),
 	)
 	if err != nil {
 		return nil, err
@@ -90,7 +92,9 @@ func TestDockerComposeCheckFindsMistakes(t *testing.T) {
 	}{
 		{"wrong task queue", "ORDERFLOW_TASK_QUEUE: orderflow", "ORDERFLOW_TASK_QUEUE: orders", "ORDERFLOW_TASK_QUEUE"},
 		{"wrong database password", "orderflow:orderflow@postgres", "orderflow:secret@postgres", "DATABASE_URL"},
-		{"name server port", "ROCKETMQ_NAMESRV: rocketmq-namesrv:9876", "ROCKETMQ_NAMESRV: rocketmq-namesrv:9877", "ROCKETMQ_NAMESRV"},
+		{"name server port", "ROCKETMQ_NAMESRV:-rocketmq-namesrv:9876}", "ROCKETMQ_NAMESRV:-rocketmq-namesrv:9877}", "ROCKETMQ_NAMESRV"},
+		{"replica without controller mode", "./deploy/rocketmq/broker-ha-1-compose.conf", "./deploy/rocketmq/broker-compose.conf", "enableControllerMode"},
+		{"name server without controller", "./deploy/rocketmq/namesrv-ha-compose.conf", "./deploy/rocketmq/broker-ha-0-compose.conf", "enableControllerInNamesrv"},
 		{"unknown temporal host", "TEMPORAL_ADDRESS: temporal:7233\n  TEMPORAL_NAMESPACE", "TEMPORAL_ADDRESS: temporal-frontend:7233\n  TEMPORAL_NAMESPACE", "TEMPORAL_ADDRESS"},
 		{"UI port", `"8233:8080"`, `"8080:8080"`, "temporal-ui"},
 		{"topic", "-t ORDER_EVENTS", "-t ORDERS", "ORDER_EVENTS"},
@@ -345,25 +349,59 @@ func checkTemporalDatabases(root string, out *[]string, e map[string]string) {
 	}
 }
 
-// checkBrokerConf: the broker's mounted configuration registers it with the
-// name server service under its own service name and listens on the
-// published port.
+// checkBrokerConf: each broker's mounted configuration registers it with its
+// name server under its own service name, listens on the published port and
+// flushes every message to disk before acknowledging it; the replicated
+// profile's brokers run in controller mode and acknowledge only what every
+// replica in sync has, and its name server runs the controller.
 func checkBrokerConf(root string, p *types.Project, out *[]string) {
-	var conf string
-	for _, v := range p.Services["rocketmq-broker"].Volumes {
+	nsPort := portOf(config.Defaults().RocketMQNamesrv)
+	want := map[string]map[string]string{
+		"rocketmq-broker": {"brokerIP1": "rocketmq-broker", "namesrvAddr": "rocketmq-namesrv:" + nsPort,
+			"listenPort": portBroker, "flushDiskType": "SYNC_FLUSH"},
+		"rocketmq-ha-namesrv": {"enableControllerInNamesrv": "true", "listenPort": nsPort,
+			"controllerDLegerPeers": "n0-rocketmq-ha-namesrv:9878", "enableElectUncleanMaster": "false"},
+	}
+	for _, b := range []string{"rocketmq-ha-broker-0", "rocketmq-ha-broker-1"} {
+		want[b] = map[string]string{"brokerIP1": b, "namesrvAddr": "rocketmq-ha-namesrv:" + nsPort,
+			"controllerAddr": "rocketmq-ha-namesrv:9878", "enableControllerMode": "true", "brokerName": "broker-a",
+			"allAckInSyncStateSet": "true", "flushDiskType": "SYNC_FLUSH", "listenPort": portBroker}
+	}
+	for _, svc := range sortedKeys(want) {
+		props, conf, err := mountedConf(root, p, svc)
+		if err != nil {
+			*out = append(*out, fmt.Sprintf("service %s: %v", svc, err))
+			continue
+		}
+		for _, k := range sortedKeys(want[svc]) {
+			if props[k] != want[svc][k] {
+				*out = append(*out, fmt.Sprintf("service %s: %s = %q in %s, want %q", svc, k, props[k], filepath.Base(conf), want[svc][k]))
+			}
+		}
+	}
+}
+
+// mountedConf reads the .conf file mounted into a RocketMQ service and
+// passed to it with -c.
+func mountedConf(root string, p *types.Project, svc string) (map[string]string, string, error) {
+	var conf, target string
+	for _, v := range p.Services[svc].Volumes {
 		if v.Type == types.VolumeTypeBind && strings.HasSuffix(v.Target, ".conf") {
-			conf = v.Source
+			conf, target = v.Source, v.Target
 		}
 	}
 	if conf == "" {
-		*out = append(*out, "service rocketmq-broker: no broker .conf file mounted")
-		return
+		return nil, "", fmt.Errorf("no .conf file mounted")
 	}
-	cmd := strings.Join(p.Services["rocketmq-broker"].Command, " ")
+	if cmd := strings.Join(p.Services[svc].Command, " "); !strings.Contains(cmd, "-c "+target) {
+		return nil, conf, fmt.Errorf("command %q does not pass the mounted configuration %s with -c", cmd, target)
+	}
+	if rel, _ := filepath.Rel(root, conf); strings.HasPrefix(rel, "..") {
+		return nil, conf, fmt.Errorf("configuration %s is outside the repository", conf)
+	}
 	f, err := os.Open(conf)
 	if err != nil {
-		*out = append(*out, fmt.Sprintf("service rocketmq-broker: %v", err))
-		return
+		return nil, conf, err
 	}
 	defer f.Close()
 	props := map[string]string{}
@@ -374,20 +412,14 @@ func checkBrokerConf(root string, p *types.Project, out *[]string) {
 			props[strings.TrimSpace(k)] = strings.TrimSpace(v)
 		}
 	}
-	for k, want := range map[string]string{
-		"brokerIP1":   "rocketmq-broker",
-		"namesrvAddr": "rocketmq-namesrv:" + portOf(config.Defaults().RocketMQNamesrv),
-		"listenPort":  portBroker,
-	} {
-		if props[k] != want {
-			*out = append(*out, fmt.Sprintf("service rocketmq-broker: %s = %q in %s, want %q", k, props[k], filepath.Base(conf), want))
-		}
+	return props, conf, sc.Err()
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
 	}
-	if !strings.Contains(cmd, "-c ") {
-		*out = append(*out, fmt.Sprintf("service rocketmq-broker: command %q does not pass the mounted configuration with -c", cmd))
-	}
-	rel, _ := filepath.Rel(root, conf)
-	if strings.HasPrefix(rel, "..") {
-		*out = append(*out, fmt.Sprintf("service rocketmq-broker: configuration %s is outside the repository", conf))
-	}
+	slices.Sort(out)
+	return out
 }
