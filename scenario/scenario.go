@@ -447,7 +447,11 @@ func (g *generator) plan(i int) *orderPlan {
 }
 
 func eventMessage(e fsm.Event) (mq.Message, error) {
-	return mq.EventMessage("", e)
+	body, err := json.Marshal(e)
+	if err != nil {
+		return mq.Message{}, fmt.Errorf("scenario: encode event %s: %w", e.Key(), err)
+	}
+	return mq.EventMessage("", body)
 }
 
 // badMessage builds bad message n, of the kind the rotation gives it. Its

@@ -11,7 +11,6 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
 
-	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/uniq"
 )
 
@@ -28,14 +27,22 @@ type Message struct {
 	ShardingKey string
 }
 
-// EventMessage returns the message that carries e on topic as the contract
-// says: body e as JSON, keys and sharding key the order ID, tag the status.
-func EventMessage(topic string, e fsm.Event) (Message, error) {
-	body, err := json.Marshal(e)
-	if err != nil {
-		return Message{}, fmt.Errorf("mq: encode event %s: %w", e.Key(), err)
+// EventMessage returns the message that carries an event's JSON body on
+// topic as the contract says: keys and sharding key the body's order_id, tag
+// its status. The body is authoritative, so the routing is read from it; it
+// is sent as it is. A body without an order_id is an error.
+func EventMessage(topic string, body []byte) (Message, error) {
+	var route struct {
+		OrderID string `json:"order_id"`
+		Status  string `json:"status"`
 	}
-	return Message{Topic: topic, Body: body, Keys: e.OrderID, Tag: string(e.Status), ShardingKey: e.OrderID}, nil
+	if err := json.Unmarshal(body, &route); err != nil {
+		return Message{}, fmt.Errorf("mq: event body: %w", err)
+	}
+	if route.OrderID == "" {
+		return Message{}, errors.New("mq: event body has no order_id")
+	}
+	return Message{Topic: topic, Body: body, Keys: route.OrderID, Tag: route.Status, ShardingKey: route.OrderID}, nil
 }
 
 // Receipt says where the broker stored a published message.
@@ -147,10 +154,15 @@ func (p *Producer) Publish(ctx context.Context, m Message) (Receipt, error) {
 	return r, nil
 }
 
-// PublishEvent sends e on topic with the keys, tag and sharding key of the
-// message contract.
-func (p *Producer) PublishEvent(ctx context.Context, topic string, e fsm.Event) (Receipt, error) {
-	m, err := EventMessage(topic, e)
+// PublishEvent sends e, encoded as JSON, on topic with the keys, tag and
+// sharding key of the message contract (see EventMessage). e is any value
+// that encodes to the contract's fields, such as an fsm.Event.
+func (p *Producer) PublishEvent(ctx context.Context, topic string, e any) (Receipt, error) {
+	body, err := json.Marshal(e)
+	if err != nil {
+		return Receipt{}, fmt.Errorf("mq: encode event: %w", err)
+	}
+	m, err := EventMessage(topic, body)
 	if err != nil {
 		return Receipt{}, err
 	}
