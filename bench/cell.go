@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/orderflow/orderflow/check"
-	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/internal/procs"
 	"github.com/orderflow/orderflow/internal/uniq"
@@ -337,7 +336,7 @@ func lastEffect(ctx context.Context, db *database) (time.Time, error) {
 // business key's first publish to its order_events row (first_seen_at: the
 // start of the transaction that recorded it).
 func latencies(ctx context.Context, db *database, msgs []scenario.Message, sent []time.Time) (p50, p99 time.Duration, err error) {
-	published := make(map[fsm.Key]time.Time, len(msgs))
+	published := make(map[scenario.Key]time.Time, len(msgs))
 	for i, m := range msgs {
 		if m.Kind == scenario.KindBad {
 			continue
@@ -355,7 +354,7 @@ func latencies(ctx context.Context, db *database, msgs []scenario.Message, sent 
 	var lat []time.Duration
 	for rows.Next() {
 		var (
-			k fsm.Key
+			k scenario.Key
 			t time.Time
 		)
 		if err := rows.Scan(&k.OrderID, &k.Version, &t); err != nil {

@@ -17,8 +17,15 @@
 //  5. crash safety: 1–4 hold after whatever the run did to the processes
 //     (the checker cannot see the kills; the run that made them can).
 //
-// A conflict may be recorded either way round: whichever of the two contents
-// was consumed first is in order_events, the other in dead_letters.
+// A first-phase conflict may be recorded either way round: whichever of the
+// two contents was consumed first is in order_events, the other in
+// dead_letters; a late conflicting copy must be the one parked.
+//
+// The checker is an oracle independent of the code it judges: it does not
+// import fsm (nor store, message or workflows). It compares the stored
+// events' fields with the published ones (no content hash of fsm's), checks
+// the outcomes the scenario predicts, and applies the points rule itself
+// (rule.go) to the facts the scenario recorded.
 package check
 
 import (
@@ -35,7 +42,6 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/scenario"
 )
 
@@ -147,22 +153,6 @@ func (r *Report) Write(w io.Writer) {
 	}
 }
 
-var statusOrder = func() []string {
-	var s []string
-	for _, st := range fsm.Statuses {
-		s = append(s, string(st))
-	}
-	return s
-}()
-
-var outcomeOrder = func() []string {
-	var s []string
-	for _, o := range fsm.Outcomes {
-		s = append(s, string(o))
-	}
-	return s
-}()
-
 func formatCounts(m map[string]int, order []string) string {
 	if len(m) == 0 {
 		return "none"
@@ -203,7 +193,7 @@ type orderRow struct {
 type eventRow struct {
 	orderID   string
 	version   int64
-	hash      string
+	content   scenario.Content
 	outcome   string
 	gap       bool
 	timesSeen int64
@@ -228,7 +218,7 @@ type deadLetterRow struct {
 // snapshot is everything the database holds for one run.
 type snapshot struct {
 	orders      map[string]orderRow
-	events      map[fsm.Key][]eventRow
+	events      map[scenario.Key][]eventRow
 	eventList   []eventRow
 	ledger      map[string][]ledgerRow
 	deadLetters []deadLetterRow
@@ -236,7 +226,7 @@ type snapshot struct {
 
 func load(ctx context.Context, gdb *gorm.DB, prefix string) (*snapshot, error) {
 	db := gdb.WithContext(ctx)
-	s := &snapshot{orders: map[string]orderRow{}, events: map[fsm.Key][]eventRow{}, ledger: map[string][]ledgerRow{}}
+	s := &snapshot{orders: map[string]orderRow{}, events: map[scenario.Key][]eventRow{}, ledger: map[string][]ledgerRow{}}
 	like := prefix + "-"
 
 	rows, err := db.Raw(`SELECT order_id, user_id, status, version, amount_cents, purchased, purchase_points, refunded
@@ -256,18 +246,23 @@ func load(ctx context.Context, gdb *gorm.DB, prefix string) (*snapshot, error) {
 		return nil, fmt.Errorf("check: read orders: %w", err)
 	}
 
-	rows, err = db.Raw(`SELECT order_id, version, content_hash, outcome, gap, times_seen, first_seen_at
+	// The stored content fields, not the stored content hash: the hash is
+	// the pipeline's own computation.
+	rows, err = db.Raw(`SELECT order_id, version, user_id, status, amount_cents, occurred_at, outcome, gap, times_seen, first_seen_at
 		FROM order_events WHERE starts_with(order_id, ?)`, like).Rows()
 	if err != nil {
 		return nil, fmt.Errorf("check: read order_events: %w", err)
 	}
 	for rows.Next() {
 		var e eventRow
-		if err := rows.Scan(&e.orderID, &e.version, &e.hash, &e.outcome, &e.gap, &e.timesSeen, &e.firstSeen); err != nil {
+		var status string
+		if err := rows.Scan(&e.orderID, &e.version, &e.content.UserID, &status, &e.content.AmountCents, &e.content.OccurredAt,
+			&e.outcome, &e.gap, &e.timesSeen, &e.firstSeen); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("check: read order_events: %w", err)
 		}
-		k := fsm.Key{OrderID: e.orderID, Version: e.version}
+		e.content.Status = scenario.Status(status)
+		k := scenario.Key{OrderID: e.orderID, Version: e.version}
 		s.events[k] = append(s.events[k], e)
 		s.eventList = append(s.eventList, e)
 	}
@@ -373,25 +368,26 @@ func judge(exp *scenario.Expected, s *snapshot) *Report {
 	expOrders := make(map[string]scenario.ExpectedOrder, len(exp.Orders))
 	for _, o := range exp.Orders {
 		expOrders[o.OrderID] = o
-		r.ExpectedPoints += o.Points
+	}
+	due := PointsDue(exp)
+	for _, d := range due {
+		r.ExpectedPoints += d.Net()
 	}
 
 	// 1. Exactly-once effects.
-	for k, rows := range s.events {
-		if len(rows) > 1 {
+	for _, k := range sortedEventKeys(s.events) {
+		if rows := s.events[k]; len(rows) > 1 {
 			inv1.fail("business key %s has %d order_events rows", k, len(rows))
 		}
 	}
 	for _, id := range sortedKeys(s.ledger) {
 		rows := s.ledger[id]
 		byKind := map[string][]ledgerRow{}
-		var sum int64
 		for _, l := range rows {
 			byKind[l.kind] = append(byKind[l.kind], l)
-			sum += l.points
 		}
-		for kind, ls := range byKind {
-			if len(ls) > 1 {
+		for _, kind := range sortedKeys(byKind) {
+			if ls := byKind[kind]; len(ls) > 1 {
 				inv1.fail("order %s has %d %s rows in points_ledger", id, len(ls), kind)
 			}
 		}
@@ -400,18 +396,21 @@ func judge(exp *scenario.Expected, s *snapshot) *Report {
 		}
 	}
 	for _, o := range exp.Orders {
-		checkPoints(inv1, o, s.ledger[o.OrderID])
+		checkPoints(inv1, o, due[o.OrderID], s.ledger[o.OrderID])
 	}
+	checkBalances(inv1, Balances(due), s.ledger)
 	for _, id := range sortedKeys(s.orders) {
 		if _, ok := expOrders[id]; !ok {
 			inv1.fail("order %s has an orders row but was never published", id)
 		}
 	}
 
-	// 2. Monotonic state.
+	// 2. Monotonic state: each order is its highest published event's
+	// snapshot, reached by increasing versions; every event recorded with
+	// the outcome the lifecycle gives it.
 	applied := map[string][]eventRow{}
 	for _, e := range s.eventList {
-		if e.outcome == string(fsm.Applied) {
+		if e.outcome == outcomeApplied {
 			applied[e.orderID] = append(applied[e.orderID], e)
 		}
 	}
@@ -441,33 +440,55 @@ func judge(exp *scenario.Expected, s *snapshot) *Report {
 			inv2.fail("order %s is at v%d but its last applied event is v%d", o.OrderID, got.version, evs[n-1].version)
 		}
 	}
+	for _, k := range exp.Keys {
+		rows := s.events[k.Key()]
+		if !exp.Published(k.Phase) || len(rows) == 0 {
+			continue
+		}
+		switch got := rows[0].outcome; {
+		case k.Outcome != "" && got != k.Outcome:
+			inv2.fail("event %s (%s) is recorded as %s, expected %s", k.Key(), k.Status, got, k.Outcome)
+		case k.Outcome == "" && got != outcomeApplied && got != outcomeStale:
+			inv2.fail("event %s (%s) is recorded as %s; in any delivery order it is applied or stale", k.Key(), k.Status, got)
+		}
+	}
 
 	// 3. Nothing lost: every published business key is recorded with the
 	// published content; every bad message and conflicting copy is parked.
-	conflicts := map[fsm.Key]scenario.ExpectedConflict{}
+	conflicts := map[scenario.Key]scenario.ExpectedConflict{}
 	for _, c := range exp.Conflicts {
-		conflicts[fsm.Key{OrderID: c.OrderID, Version: c.Version}] = c
+		if exp.Published(c.Phase) {
+			conflicts[c.Key()] = c
+		}
 	}
-	published := map[fsm.Key]bool{}
+	published := map[scenario.Key]scenario.PublishedKey{}
 	for _, k := range exp.Keys {
+		if !exp.Published(k.Phase) {
+			continue
+		}
 		key := k.Key()
-		published[key] = true
+		published[key] = k
 		rows := s.events[key]
 		if len(rows) == 0 {
 			inv3.fail("event %s was published but has no order_events row", key)
 			continue
 		}
-		hash := rows[0].hash
-		if c, ok := conflicts[key]; ok {
-			if hash != c.Hashes[0] && hash != c.Hashes[1] {
-				inv3.fail("event %s is recorded with content %.12s, which neither conflicting copy has", key, hash)
-			}
-		} else if hash != k.Hash {
-			inv3.fail("event %s is recorded with content %.12s, published with %.12s", key, hash, k.Hash)
+		got := rows[0].content
+		c, conflict := conflicts[key]
+		switch {
+		case sameContent(got, k.Content):
+		case conflict && max(c.Phase, 1) == 1 && sameContent(got, c.Copy):
+		case conflict && max(c.Phase, 1) > 1 && sameContent(got, c.Copy):
+			inv3.fail("event %s is recorded with the content of its late conflicting copy (%s), not the original (%s)",
+				key, describe(got), describe(k.Content))
+		case conflict:
+			inv3.fail("event %s is recorded with content %s, which neither conflicting copy has", key, describe(got))
+		default:
+			inv3.fail("event %s is recorded with content %s, published with %s", key, describe(got), describe(k.Content))
 		}
 	}
 	for _, k := range sortedEventKeys(s.events) {
-		if !published[k] {
+		if _, ok := published[k]; !ok {
 			inv3.fail("order_events has %s, which was never published", k)
 		}
 	}
@@ -487,19 +508,24 @@ func judge(exp *scenario.Expected, s *snapshot) *Report {
 		}
 	}
 	for _, c := range exp.Conflicts {
-		key := fsm.Key{OrderID: c.OrderID, Version: c.Version}
+		if !exp.Published(c.Phase) {
+			continue
+		}
+		key := c.Key()
 		rows := s.events[key]
 		if len(rows) == 0 {
 			continue // reported above
 		}
-		other := c.Hashes[0]
-		if rows[0].hash == c.Hashes[0] {
-			other = c.Hashes[1]
+		// The copy that was not recorded is the one parked; a late copy
+		// must be parked whatever was recorded.
+		other := c.Copy
+		if max(c.Phase, 1) == 1 && sameContent(rows[0].content, c.Copy) {
+			other = published[key].Content
 		}
 		found := false
 		for i, d := range s.deadLetters {
 			e, ok := parkedEvent(d.body)
-			if !ok || e.Key() != key || e.ContentHash() != other {
+			if !ok || e.key() != key || !sameContent(e.content(), other) {
 				continue
 			}
 			matched[i], found = true, true
@@ -508,7 +534,7 @@ func judge(exp *scenario.Expected, s *snapshot) *Report {
 			}
 		}
 		if !found {
-			inv3.fail("conflicting copy of %s (content %.12s) is not in dead_letters", key, other)
+			inv3.fail("conflicting copy of %s (%s) is not in dead_letters", key, describe(other))
 		}
 	}
 	for i, d := range s.deadLetters {
@@ -516,13 +542,13 @@ func judge(exp *scenario.Expected, s *snapshot) *Report {
 			continue
 		}
 		if e, ok := parkedEvent(d.body); ok {
-			if _, pub := published[e.Key()]; pub {
-				if _, conflict := conflicts[e.Key()]; !conflict {
-					inv4.fail("valid event %s was parked in dead_letters (id %d) with reason %q", e.Key(), d.id, d.reason)
+			if _, pub := published[e.key()]; pub {
+				if _, conflict := conflicts[e.key()]; !conflict {
+					inv4.fail("valid event %s was parked in dead_letters (id %d) with reason %q", e.key(), d.id, d.reason)
 					continue
 				}
-				if rows := s.events[e.Key()]; len(rows) > 0 && rows[0].hash == e.ContentHash() {
-					inv4.fail("event %s was both recorded and parked (dead letter %d, reason %q)", e.Key(), d.id, d.reason)
+				if rows := s.events[e.key()]; len(rows) > 0 && sameContent(rows[0].content, e.content()) {
+					inv4.fail("event %s was both recorded and parked (dead letter %d, reason %q)", e.key(), d.id, d.reason)
 					continue
 				}
 			}
@@ -538,47 +564,103 @@ func judge(exp *scenario.Expected, s *snapshot) *Report {
 	return r
 }
 
-// checkPoints applies the points rule of DESIGN.md to one order's ledger
-// rows. The amount is the same at every paid status of a generated order, so
-// the purchase points do not depend on which paid event was applied first;
-// an order cancelled after payment ends with no rows or with a purchase and a
-// refund that cancel out, depending on delivery order.
-func checkPoints(inv *Invariant, o scenario.ExpectedOrder, rows []ledgerRow) {
-	var purchase, refund *ledgerRow
+// sameContent reports whether two events' contents are equal as the
+// contract defines it: user_id, status, amount_cents, and occurred_at in UTC
+// to the microsecond (the precision PostgreSQL keeps).
+func sameContent(a, b scenario.Content) bool {
+	return a.UserID == b.UserID && a.Status == b.Status && a.AmountCents == b.AmountCents &&
+		a.OccurredAt.UTC().Truncate(time.Microsecond).Equal(b.OccurredAt.UTC().Truncate(time.Microsecond))
+}
+
+func describe(c scenario.Content) string {
+	return fmt.Sprintf("%s user %d %d¢ at %s", c.Status, c.UserID, c.AmountCents, c.OccurredAt.UTC().Format(time.RFC3339Nano))
+}
+
+// checkPoints compares one order's ledger rows with what the points rule
+// gives it (PointsDue).
+func checkPoints(inv *Invariant, o scenario.ExpectedOrder, d Due, rows []ledgerRow) {
+	if d.Problem != "" {
+		inv.fail("order %s: the scenario does not determine its points: %s", o.OrderID, d.Problem)
+		return
+	}
+	got := map[string]*ledgerRow{}
 	var sum int64
 	for i := range rows {
 		l := &rows[i]
 		sum += l.points
-		switch fsm.PointsKind(l.kind) {
-		case fsm.Purchase:
-			purchase = l
-		case fsm.Refund:
-			refund = l
+		switch l.kind {
+		case KindPurchase, KindRefund:
+			got[l.kind] = l
 		default:
 			inv.fail("order %s has a points_ledger row of unknown kind %q", o.OrderID, l.kind)
 		}
 	}
-	if sum != o.Points {
-		inv.fail("order %s (%s) has %d points, expected %d", o.OrderID, o.Status, sum, o.Points)
+	if sum != d.Net() {
+		inv.fail("order %s (%s) has %d points, expected %d", o.OrderID, o.Status, sum, d.Net())
 	}
-	if purchase != nil && purchase.points != o.PurchasePoints {
-		inv.fail("order %s purchase row has %d points, expected %d", o.OrderID, purchase.points, o.PurchasePoints)
+	switch {
+	case len(d.Rows) == 0:
+		if len(rows) > 0 {
+			inv.fail("order %s is %s and never paid, but has %d points_ledger rows", o.OrderID, o.Status, len(rows))
+		}
+		return
+	case len(rows) == 0 && d.Optional:
+		return // cancelled before any paid event was applied
 	}
-	if refund != nil && (purchase == nil || refund.points != -purchase.points) {
-		inv.fail("order %s refund row of %d points does not take back a purchase", o.OrderID, refund.points)
-	}
+	purchase, refund := got[KindPurchase], got[KindRefund]
 	if refund != nil && purchase != nil && refund.user != purchase.user {
 		inv.fail("order %s refund row debits user %d, but user %d earned the purchase", o.OrderID, refund.user, purchase.user)
 	}
-	switch {
-	case o.Status.EarnsPurchase() && purchase == nil:
-		inv.fail("order %s is %s but has no purchase row", o.OrderID, o.Status)
-	case o.Status.EarnsPurchase() && refund != nil:
-		inv.fail("order %s is %s but has a refund row", o.OrderID, o.Status)
-	case o.Status == fsm.Cancelled && o.RefundPossible && (purchase == nil) != (refund == nil):
-		inv.fail("order %s was cancelled after payment but has a purchase row without a refund or the reverse", o.OrderID)
-	case !o.Status.EarnsPurchase() && !o.RefundPossible && len(rows) > 0:
-		inv.fail("order %s is %s and never paid, but has %d points_ledger rows", o.OrderID, o.Status, len(rows))
+	dueKinds := map[string]bool{}
+	for _, want := range d.Rows {
+		dueKinds[want.Kind] = true
+		l := got[want.Kind]
+		switch {
+		case l == nil && d.Optional:
+			inv.fail("order %s was cancelled after payment but has a purchase row without a refund or the reverse", o.OrderID)
+		case l == nil:
+			inv.fail("order %s is %s but has no %s row", o.OrderID, o.Status, want.Kind)
+		default:
+			if l.points != want.Points {
+				inv.fail("order %s %s row has %d points, expected %d", o.OrderID, want.Kind, l.points, want.Points)
+			}
+			if l.user != want.UserID {
+				inv.fail("order %s %s row is on user %d, but the purchaser is user %d", o.OrderID, want.Kind, l.user, want.UserID)
+			}
+		}
+	}
+	for _, kind := range []string{KindPurchase, KindRefund} {
+		if got[kind] != nil && !dueKinds[kind] {
+			inv.fail("order %s is %s but has a %s row", o.OrderID, o.Status, kind)
+		}
+	}
+}
+
+// checkBalances compares each user's net points over the run's ledger rows
+// with what the rule gives the user.
+func checkBalances(inv *Invariant, want map[int64]int64, ledger map[string][]ledgerRow) {
+	got := map[int64]int64{}
+	for _, rows := range ledger {
+		for _, l := range rows {
+			got[l.user] += l.points
+		}
+	}
+	users := map[int64]bool{}
+	for u := range want {
+		users[u] = true
+	}
+	for u := range got {
+		users[u] = true
+	}
+	ids := make([]int64, 0, len(users))
+	for u := range users {
+		ids = append(ids, u)
+	}
+	sort.Slice(ids, func(a, b int) bool { return ids[a] < ids[b] })
+	for _, u := range ids {
+		if got[u] != want[u] {
+			inv.fail("user %d holds %d points from the run's orders, the rule gives %d", u, got[u], want[u])
+		}
 	}
 }
 
@@ -605,20 +687,37 @@ func describeBad(b scenario.BadMessage) string {
 	return b.Kind
 }
 
+// parkedJSON is an event as a parked body carries it: the contract's
+// fields, decoded by the checker itself.
+type parkedJSON struct {
+	OrderID     string    `json:"order_id"`
+	Version     int64     `json:"version"`
+	UserID      int64     `json:"user_id"`
+	Status      string    `json:"status"`
+	AmountCents int64     `json:"amount_cents"`
+	OccurredAt  time.Time `json:"occurred_at"`
+}
+
+func (e parkedJSON) key() scenario.Key { return scenario.Key{OrderID: e.OrderID, Version: e.Version} }
+
+func (e parkedJSON) content() scenario.Content {
+	return scenario.Content{UserID: e.UserID, Status: scenario.Status(e.Status), AmountCents: e.AmountCents, OccurredAt: e.OccurredAt}
+}
+
 // parkedEvent decodes the body of a dead letter that holds an event: the
 // event itself, or an object with it under "event".
-func parkedEvent(body []byte) (fsm.Event, bool) {
-	var e fsm.Event
+func parkedEvent(body []byte) (parkedJSON, bool) {
+	var e parkedJSON
 	if err := json.Unmarshal(body, &e); err == nil && e.OrderID != "" && e.Version > 0 {
 		return e, true
 	}
 	var wrapped struct {
-		Event fsm.Event `json:"event"`
+		Event parkedJSON `json:"event"`
 	}
 	if err := json.Unmarshal(body, &wrapped); err == nil && wrapped.Event.OrderID != "" && wrapped.Event.Version > 0 {
 		return wrapped.Event, true
 	}
-	return fsm.Event{}, false
+	return parkedJSON{}, false
 }
 
 func reasonHasWord(reason string, words []string) bool {
@@ -656,8 +755,8 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
-func sortedEventKeys(m map[fsm.Key][]eventRow) []fsm.Key {
-	out := make([]fsm.Key, 0, len(m))
+func sortedEventKeys(m map[scenario.Key][]eventRow) []scenario.Key {
+	out := make([]scenario.Key, 0, len(m))
 	for k := range m {
 		out = append(out, k)
 	}

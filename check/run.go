@@ -75,15 +75,23 @@ func WaitSettled(ctx context.Context, db *gorm.DB, exp *scenario.Expected, o Wai
 }
 
 // ExampleOrder picks an order of the run worth inspecting in the Temporal UI
-// and says why: one that received a conflicting event, else one cancelled
-// after payment, else the first.
+// and says why: one that received a conflicting event, else one that
+// received an illegal event, else one cancelled after payment, else the
+// first.
 func ExampleOrder(exp *scenario.Expected) (id, why string) {
-	if len(exp.Conflicts) > 0 {
-		c := exp.Conflicts[0]
-		return c.OrderID, fmt.Sprintf("version %d arrived twice with different content", c.Version)
+	for _, c := range exp.Conflicts {
+		if exp.Published(c.Phase) {
+			return c.OrderID, fmt.Sprintf("version %d arrived twice with different content", c.Version)
+		}
 	}
+	for _, k := range exp.Keys {
+		if exp.Published(k.Phase) && k.Outcome == scenario.OutcomeIllegal {
+			return k.OrderID, fmt.Sprintf("version %d (%s) came after the order settled and is illegal", k.Version, k.Status)
+		}
+	}
+	due := PointsDue(exp)
 	for _, o := range exp.Orders {
-		if o.RefundPossible {
+		if due[o.OrderID].Optional {
 			return o.OrderID, "cancelled after payment"
 		}
 	}

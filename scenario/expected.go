@@ -5,24 +5,32 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-
-	"github.com/orderflow/orderflow/fsm"
 )
 
 // Expected is what the database must hold once every message of a scenario
-// has been consumed. It is written to the expected-state file by the publish
-// command and read by the checker.
+// published so far has been consumed. It is written to the expected-state
+// file by the publish command and read by the checker (package check), which
+// applies the contract's rules, the points rule among them, to these facts.
+//
+// Everything in it follows from the paths the generator wrote, not from the
+// code under test: an order's final state is its highest published event
+// (generated paths only move forward through the lifecycle), and an outcome
+// is stated only where delivery order cannot change it.
 type Expected struct {
 	// Prefix starts every order ID and bad-message token of the run.
 	Prefix  string  `json:"prefix"`
 	Options Options `json:"options"`
 	Topic   string  `json:"topic,omitempty"`
+	// Phases is how many phases of the scenario have been published: 1, or
+	// 2 once the late phase was (see Scenario.Late). Keys and conflicts of
+	// a later phase are not expected yet. 0 reads as 1.
+	Phases int `json:"phases"`
 	// Orders is every order with its expected final state.
 	Orders []ExpectedOrder `json:"orders"`
-	// Keys is every published valid business key with the content hash of
-	// its first (original) event.
+	// Keys is every valid business key the scenario publishes, in either
+	// phase, with the content of its first (original) event.
 	Keys []PublishedKey `json:"keys"`
-	// Lost is every generated event that was deliberately never published.
+	// Lost is every generated event that is never published.
 	Lost []PublishedKey `json:"lost,omitempty"`
 	// Conflicts is every business key published with two contents.
 	Conflicts []ExpectedConflict `json:"conflicts,omitempty"`
@@ -31,41 +39,68 @@ type Expected struct {
 	Counts Counts       `json:"counts"`
 }
 
-// ExpectedOrder is one order's expected final state.
-type ExpectedOrder struct {
-	OrderID     string     `json:"order_id"`
-	UserID      int64      `json:"user_id"`
-	Status      fsm.Status `json:"status"`
-	Version     int64      `json:"version"`
-	AmountCents int64      `json:"amount_cents"`
-	// Points is the net points the order must end with.
-	Points int64 `json:"points"`
-	// PurchasePoints is what a purchase row must hold when there is one.
-	PurchasePoints int64 `json:"purchase_points"`
-	// RefundPossible is true for an order cancelled after a paid event was
-	// published: depending on delivery order it ends either with no ledger
-	// rows or with a purchase and a refund row that cancel out.
-	RefundPossible bool `json:"refund_possible,omitempty"`
+// FirstPhase returns a copy of e that expects only the first phase to have
+// been published: what the database holds before the late phase.
+func (e *Expected) FirstPhase() *Expected {
+	c := *e
+	c.Phases = 1
+	return &c
 }
 
-// PublishedKey is a business key and the content hash it was published with.
+// Published reports whether the keys and conflicts of phase have been
+// published.
+func (e *Expected) Published(phase int) bool {
+	return max(phase, 1) <= max(e.Phases, 1)
+}
+
+// ExpectedOrder is one order's expected final state: the snapshot of its
+// highest-version event of the first phase. (The late phase never changes
+// an order.)
+type ExpectedOrder struct {
+	OrderID     string `json:"order_id"`
+	UserID      int64  `json:"user_id"`
+	Status      Status `json:"status"`
+	Version     int64  `json:"version"`
+	AmountCents int64  `json:"amount_cents"`
+}
+
+// PublishedKey is a published business key and the content it was first
+// published with.
 type PublishedKey struct {
 	OrderID string `json:"order_id"`
 	Version int64  `json:"version"`
-	Hash    string `json:"hash"`
+	Content
+	// Phase is the phase that publishes the key: 1, or 2 for the late
+	// phase. 0 reads as 1.
+	Phase int `json:"phase,omitempty"`
+	// Outcome is the outcome its order_events row must record when delivery
+	// order cannot change it: "applied" for an order's highest version of
+	// the first phase, "illegal" for a late event its order's final status
+	// cannot reach, "stale" for a lost event that arrives late. Empty for
+	// the other keys of the first phase, which are applied or stale
+	// depending on the order they arrive in.
+	Outcome string `json:"outcome,omitempty"`
 }
 
 // Key returns the business key.
-func (k PublishedKey) Key() fsm.Key { return fsm.Key{OrderID: k.OrderID, Version: k.Version} }
+func (k PublishedKey) Key() Key { return Key{OrderID: k.OrderID, Version: k.Version} }
 
-// ExpectedConflict is a business key published with two contents: whichever
-// is consumed first is recorded in order_events, the other is parked in
-// dead_letters as a conflict.
+// ExpectedConflict is a business key published with two contents. In the
+// first phase whichever copy is consumed first is recorded in order_events
+// and the other is parked in dead_letters as a conflict; in the late phase
+// the original is already recorded, so the copy is parked.
 type ExpectedConflict struct {
-	OrderID string    `json:"order_id"`
-	Version int64     `json:"version"`
-	Hashes  [2]string `json:"hashes"`
+	OrderID string `json:"order_id"`
+	Version int64  `json:"version"`
+	// Copy is the content of the conflicting copy; the original's is in
+	// Keys.
+	Copy Content `json:"copy"`
+	// Phase is the phase that publishes the copy (0 reads as 1).
+	Phase int `json:"phase,omitempty"`
 }
+
+// Key returns the business key.
+func (c ExpectedConflict) Key() Key { return Key{OrderID: c.OrderID, Version: c.Version} }
 
 // BadMessage is a published message that breaks the contract.
 type BadMessage struct {
@@ -84,17 +119,25 @@ type BadMessage struct {
 
 // Counts summarises a scenario.
 type Counts struct {
-	// Messages is every message sent, duplicates, conflicts and bad ones
-	// included.
+	// Messages is every message sent in both phases, duplicates,
+	// conflicts and bad ones included; Late is how many of them the late
+	// phase sends.
 	Messages int `json:"messages"`
+	Late     int `json:"late"`
 	Orders   int `json:"orders"`
-	// Events is the number of distinct valid events published.
+	// Events is the number of distinct valid events published (business
+	// keys), illegal ones included.
 	Events     int `json:"events"`
 	Duplicates int `json:"duplicates"`
 	Reordered  int `json:"reordered_orders"`
 	Lost       int `json:"lost"`
 	Conflicts  int `json:"conflicts"`
 	Bad        int `json:"bad"`
+	// Illegal is the number of late events their order cannot reach.
+	Illegal int `json:"illegal"`
+	// UserChanges is the number of orders whose cancellation names another
+	// user than the events before it.
+	UserChanges int `json:"user_changes"`
 }
 
 // WriteFile writes the expected state as indented JSON, atomically.

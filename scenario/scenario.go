@@ -3,26 +3,39 @@
 //
 // A scenario is deterministic from its seed: N orders walk lifecycle paths of
 // DESIGN.md (some cancelled before or after payment, some left open, some with
-// data updates at the same status), every event a full snapshot with a
-// producer ID and sequence number. Distortions are then applied, each
-// configurable: duplicates (the same body sent again, as a producer retry
-// does), reordering (an order's events shuffled; orders interleaved at
-// random), lost events (a middle version never published), conflicts (a
-// second event with an existing business key and different content) and bad
-// messages (malformed JSON, wrong types, missing fields, invalid status,
-// invalid order ID, oversize bodies).
+// data updates at the same status, terminal ones included), every event a
+// full snapshot with a producer ID and sequence number. Distortions are then
+// applied, each configurable: duplicates (the same body sent again, as a
+// producer retry does), reordering (an order's events shuffled; orders
+// interleaved at random), lost events (a middle version never published),
+// conflicts (a second event with an existing business key and different
+// content), a user change on cancellation (the cancelling event names another
+// user and amount than the payment) and bad messages (malformed JSON, wrong
+// types, missing fields, invalid status, invalid order ID, oversize bodies).
 //
-// The expected final state does not depend on delivery order. Generated paths
-// only move forward through the lifecycle, so whatever order the events
-// arrive in, the highest published version is applied last or finds every
-// later arrival stale; the expected status and version are those of the walk
-// of fsm.Decide over the published events in version order. To keep points
-// independent of delivery order too, an order's amount changes only while it
-// is CREATED: every paid event (PAID, SHIPPED, DELIVERED, COMPLETED) carries
-// the same amount, so the purchase points are the same whichever of them is
-// applied first. A conflicting copy differs from its original only in
-// occurred_at, so either of the two may be recorded (the other is parked as a
-// conflict) without changing the order's status, version, amount or points.
+// A scenario may have a second, late phase (Scenario.Late), to publish once
+// the first has settled (and, to reach closed workflows, after their grace
+// period): events an order's final status cannot reach (SHIPPED after
+// CANCELLED, PAID after COMPLETED, ...), conflicting copies that differ from
+// the recorded event in every content field, lost events that finally arrive,
+// and repeats of old events. None of them may change anything but the
+// order_events audit and dead_letters; since they come after the first phase
+// settled, what each must record does not depend on delivery order.
+//
+// The expectations are the generator's own: it knows which statuses it
+// published, which it lost, which are stale or illegal. It does not call the
+// code it judges (fsm); its tests cross-check it against a simulation that
+// does. Generated first-phase paths only move forward through the lifecycle,
+// so whatever order the events arrive in, an order's final state is that of
+// its highest published version. To keep points independent of delivery
+// order too, an order's user and amount change only while it is CREATED and
+// on its cancellation: every paid event (PAID, SHIPPED, DELIVERED, COMPLETED)
+// of an order carries the same user and amount, so the purchase is the same
+// whichever of them is applied first. A first-phase conflicting copy differs
+// from its original only in occurred_at, so either of the two may be
+// recorded (the other is parked as a conflict) without changing the order's
+// status, version, amount or points. The points rule itself is applied by
+// the checker (package check), to the facts recorded in Expected.
 package scenario
 
 import (
@@ -36,15 +49,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/mq"
 )
 
 // MaxBodyBytes is the largest message body the contract accepts (64 KiB).
 const MaxBodyBytes = 64 << 10
 
-// Options configures a scenario. The zero value of a rate disables that
-// distortion.
+// Options configures a scenario. The zero value of a rate or count disables
+// that distortion.
 type Options struct {
 	// Orders is the number of orders.
 	Orders int `json:"orders"`
@@ -68,15 +80,28 @@ type Options struct {
 	// OpenRate is the share of orders left at a non-terminal status.
 	OpenRate float64 `json:"open_rate"`
 	// UpdateRate is the chance of a data update (same status, higher
-	// version) at each non-terminal status of an order's path.
+	// version) at each status of an order's path.
 	UpdateRate float64 `json:"update_rate"`
 	// GapRate is the share of orders (of three events or more) that lose
 	// one middle version.
 	GapRate float64 `json:"gap_rate"`
-	// Conflicts is the number of conflicting copies.
+	// UserChangeRate is the share of cancelled orders whose cancelling
+	// event names another user and amount than the events before it.
+	UserChangeRate float64 `json:"user_change_rate"`
+	// Conflicts is the number of conflicting copies in the first phase.
 	Conflicts int `json:"conflicts"`
 	// Bad is the number of bad messages.
 	Bad int `json:"bad"`
+	// Illegal is the number of orders that receive, in the late phase, an
+	// event with a higher version stating a status their final status
+	// cannot reach.
+	Illegal int `json:"illegal"`
+	// LateConflicts is the number of conflicting copies in the late phase,
+	// each differing from the recorded event in every content field.
+	LateConflicts int `json:"late_conflicts"`
+	// LateRate is the share of orders that receive, in the late phase, the
+	// event they lost (which is then stale) or else a repeat of an old one.
+	LateRate float64 `json:"late_rate"`
 }
 
 // Validate checks the options.
@@ -87,13 +112,14 @@ func (o Options) Validate() error {
 	}
 	if o.Prefix == "" {
 		errs = append(errs, errors.New("prefix is required"))
-	} else if len(o.Prefix)+8 > fsm.MaxOrderIDLen || !fsm.ValidOrderID(o.Prefix) {
-		errs = append(errs, fmt.Errorf("prefix %q must be 1-%d characters of [A-Za-z0-9_.:-]", o.Prefix, fsm.MaxOrderIDLen-8))
+	} else if len(o.Prefix)+8 > MaxOrderIDLen || !validOrderID(o.Prefix) {
+		errs = append(errs, fmt.Errorf("prefix %q must be 1-%d characters of [A-Za-z0-9_.:-]", o.Prefix, MaxOrderIDLen-8))
 	}
 	for _, r := range []struct {
 		name string
 		v    float64
-	}{{"dup-rate", o.DupRate}, {"reorder", o.Reorder}, {"cancel-rate", o.CancelRate}, {"open-rate", o.OpenRate}, {"update-rate", o.UpdateRate}, {"gap-rate", o.GapRate}} {
+	}{{"dup-rate", o.DupRate}, {"reorder", o.Reorder}, {"cancel-rate", o.CancelRate}, {"open-rate", o.OpenRate},
+		{"update-rate", o.UpdateRate}, {"gap-rate", o.GapRate}, {"user-change-rate", o.UserChangeRate}, {"late-rate", o.LateRate}} {
 		if r.v < 0 || r.v > 1 {
 			errs = append(errs, fmt.Errorf("%s must be within [0, 1], got %g", r.name, r.v))
 		}
@@ -101,11 +127,13 @@ func (o Options) Validate() error {
 	if o.CancelRate+o.OpenRate > 1 {
 		errs = append(errs, fmt.Errorf("cancel-rate + open-rate must be <= 1, got %g", o.CancelRate+o.OpenRate))
 	}
-	if o.Conflicts < 0 {
-		errs = append(errs, fmt.Errorf("conflicts must be >= 0, got %d", o.Conflicts))
-	}
-	if o.Bad < 0 {
-		errs = append(errs, fmt.Errorf("bad must be >= 0, got %d", o.Bad))
+	for _, n := range []struct {
+		name string
+		v    int
+	}{{"conflicts", o.Conflicts}, {"bad", o.Bad}, {"illegal", o.Illegal}, {"late-conflicts", o.LateConflicts}} {
+		if n.v < 0 {
+			errs = append(errs, fmt.Errorf("%s must be >= 0, got %d", n.name, n.v))
+		}
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("scenario: invalid options: %w", errors.Join(errs...))
@@ -125,6 +153,9 @@ const (
 	// KindConflict is a second event with an existing business key and
 	// different content.
 	KindConflict Kind = "conflict"
+	// KindIllegal is a valid event its order's final status cannot reach
+	// (late phase only).
+	KindIllegal Kind = "illegal"
 	// KindBad is a message that breaks the contract.
 	KindBad Kind = "bad"
 )
@@ -135,13 +166,21 @@ type Message struct {
 	// Msg is what goes to the broker (its Topic is set when publishing).
 	Msg mq.Message `json:"-"`
 	// Event is the event carried (zero for a bad message).
-	Event fsm.Event `json:"-"`
+	Event Event `json:"-"`
 }
 
 // Scenario is a generated scenario: the messages in publish order and what
 // the database must hold once they are all consumed.
 type Scenario struct {
+	// Messages is the first phase.
 	Messages []Message
+	// Late is the late phase, empty unless Options ask for one: publish it
+	// once the first phase has settled (check the database against
+	// Expected.FirstPhase()), so that what each late message must record
+	// does not depend on delivery order.
+	Late []Message
+	// Expected is the state after both phases (Phases is 2 when there is a
+	// late phase).
 	Expected Expected
 }
 
@@ -202,11 +241,18 @@ type generator struct {
 // orderPlan is one order's generated events.
 type orderPlan struct {
 	id        string
-	events    []fsm.Event // version order, as generated
-	published []fsm.Event // version order, after losses
-	lost      []fsm.Event
+	events    []Event // version order, as generated
+	published []Event // version order, published in the first phase
+	lost      []Event // never published in the first phase
+	lateLost  []Event // lost events the late phase publishes
 	reordered bool
+	// userChanged: the cancellation names another user than the events
+	// before it.
+	userChanged bool
 }
+
+// final is the order's highest-version event of the first phase.
+func (p *orderPlan) final() Event { return p.published[len(p.published)-1] }
 
 func (g *generator) run() (*Scenario, error) {
 	o := g.o
@@ -215,13 +261,13 @@ func (g *generator) run() (*Scenario, error) {
 		plans[i] = g.plan(i)
 	}
 
-	// Lost events: a middle version is never published.
+	// Lost events: a middle version is never published in the first phase.
 	for _, p := range plans {
 		p.published = p.events
 		if len(p.events) >= 3 && g.rng.Float64() < o.GapRate {
 			k := 1 + g.rng.IntN(len(p.events)-2)
-			p.lost = []fsm.Event{p.events[k]}
-			p.published = append(append([]fsm.Event{}, p.events[:k]...), p.events[k+1:]...)
+			p.lost = []Event{p.events[k]}
+			p.published = append(append([]Event{}, p.events[:k]...), p.events[k+1:]...)
 		}
 	}
 
@@ -230,11 +276,11 @@ func (g *generator) run() (*Scenario, error) {
 	for i, p := range plans {
 		q := make([]Message, 0, len(p.published))
 		for _, e := range p.published {
-			m, err := eventMessage(e)
+			m, err := eventMessage(KindEvent, e)
 			if err != nil {
 				return nil, err
 			}
-			q = append(q, Message{Kind: KindEvent, Msg: m, Event: e})
+			q = append(q, m)
 		}
 		if len(q) >= 2 && g.rng.Float64() < o.Reorder {
 			p.reordered = true
@@ -277,8 +323,9 @@ func (g *generator) run() (*Scenario, error) {
 	// Conflicts: a copy of a published event with a different occurred_at,
 	// inserted at a random position.
 	var conflicts []ExpectedConflict
+	conflicted := map[Key]bool{}
 	if o.Conflicts > 0 {
-		events := make([]fsm.Event, 0, len(msgs))
+		events := make([]Event, 0, len(msgs))
 		for _, m := range msgs {
 			events = append(events, m.Event)
 		}
@@ -294,15 +341,13 @@ func (g *generator) run() (*Scenario, error) {
 			c.OccurredAt = orig.OccurredAt.Add(time.Second)
 			g.seq++
 			c.Seq = g.seq
-			m, err := eventMessage(c)
+			m, err := eventMessage(KindConflict, c)
 			if err != nil {
 				return nil, err
 			}
-			msgs = insertAt(msgs, g.rng.IntN(len(msgs)+1), Message{Kind: KindConflict, Msg: m, Event: c})
-			conflicts = append(conflicts, ExpectedConflict{
-				OrderID: orig.OrderID, Version: orig.Version,
-				Hashes: [2]string{orig.ContentHash(), c.ContentHash()},
-			})
+			msgs = insertAt(msgs, g.rng.IntN(len(msgs)+1), m)
+			conflicts = append(conflicts, ExpectedConflict{OrderID: orig.OrderID, Version: orig.Version, Copy: c.Content(), Phase: 1})
+			conflicted[orig.Key()] = true
 		}
 	}
 
@@ -314,72 +359,244 @@ func (g *generator) run() (*Scenario, error) {
 		bads = append(bads, b)
 	}
 
-	// Duplicates: a copy of a valid message a little later, as a producer
-	// retry.
-	dups := 0
-	if o.DupRate > 0 {
-		out := make([]Message, 0, len(msgs)+len(msgs)/2)
-		var pending []struct {
-			at int
-			m  Message
-		}
-		for i, m := range msgs {
-			out = append(out, m)
-			if m.Kind != KindBad && g.rng.Float64() < o.DupRate {
-				d := m
-				d.Kind = KindDuplicate
-				pending = append(pending, struct {
-					at int
-					m  Message
-				}{i + 1 + g.rng.IntN(20), d})
-			}
-			for k := 0; k < len(pending); {
-				if pending[k].at <= i+1 {
-					out = append(out, pending[k].m)
-					dups++
-					pending = append(pending[:k], pending[k+1:]...)
-					continue
-				}
-				k++
-			}
-		}
-		for _, p := range pending {
-			out = append(out, p.m)
-			dups++
-		}
-		msgs = out
+	msgs, dups := g.duplicate(msgs)
+
+	late, lateKeys, lateConflicts, lateDups, err := g.latePhase(plans, conflicted)
+	if err != nil {
+		return nil, err
 	}
+	conflicts = append(conflicts, lateConflicts...)
 
 	exp := Expected{
 		Prefix:    o.Prefix,
 		Options:   o,
+		Phases:    1,
 		Conflicts: conflicts,
 		Bad:       bads,
 	}
-	exp.Counts.Messages = len(msgs)
-	exp.Counts.Orders = len(plans)
-	exp.Counts.Duplicates = dups
-	exp.Counts.Conflicts = len(conflicts)
-	exp.Counts.Bad = len(bads)
+	if len(late) > 0 {
+		exp.Phases = 2
+	}
 	for _, p := range plans {
-		eo, err := expectOrder(p.id, p.published)
-		if err != nil {
-			return nil, err
+		f := p.final()
+		exp.Orders = append(exp.Orders, ExpectedOrder{
+			OrderID: p.id, UserID: f.UserID, Status: f.Status, Version: f.Version, AmountCents: f.AmountCents,
+		})
+		for _, e := range p.published {
+			k := PublishedKey{OrderID: e.OrderID, Version: e.Version, Content: e.Content(), Phase: 1}
+			if e.Version == f.Version {
+				// The highest version finds every earlier status able to
+				// reach it, whenever it arrives.
+				k.Outcome = OutcomeApplied
+			}
+			exp.Keys = append(exp.Keys, k)
 		}
-		exp.Orders = append(exp.Orders, eo)
-		exp.Counts.Events += len(p.published)
-		exp.Counts.Lost += len(p.lost)
+		for _, e := range p.lost {
+			if !containsEvent(p.lateLost, e) {
+				exp.Lost = append(exp.Lost, PublishedKey{OrderID: e.OrderID, Version: e.Version, Content: e.Content()})
+			}
+		}
 		if p.reordered {
 			exp.Counts.Reordered++
 		}
-		for _, e := range p.published {
-			exp.Keys = append(exp.Keys, PublishedKey{OrderID: e.OrderID, Version: e.Version, Hash: e.ContentHash()})
-		}
-		for _, e := range p.lost {
-			exp.Lost = append(exp.Lost, PublishedKey{OrderID: e.OrderID, Version: e.Version, Hash: e.ContentHash()})
+		if p.userChanged {
+			exp.Counts.UserChanges++
 		}
 	}
-	return &Scenario{Messages: msgs, Expected: exp}, nil
+	exp.Keys = append(exp.Keys, lateKeys...)
+	exp.Counts.Messages = len(msgs) + len(late)
+	exp.Counts.Late = len(late)
+	exp.Counts.Orders = len(plans)
+	exp.Counts.Events = len(exp.Keys)
+	exp.Counts.Duplicates = dups + lateDups
+	exp.Counts.Lost = len(exp.Lost)
+	exp.Counts.Conflicts = len(conflicts)
+	exp.Counts.Bad = len(bads)
+	for _, k := range lateKeys {
+		if k.Outcome == OutcomeIllegal {
+			exp.Counts.Illegal++
+		}
+	}
+	return &Scenario{Messages: msgs, Late: late, Expected: exp}, nil
+}
+
+func containsEvent(es []Event, e Event) bool {
+	for _, x := range es {
+		if x.Key() == e.Key() {
+			return true
+		}
+	}
+	return false
+}
+
+// duplicate sends a share of the valid messages a second time, a little
+// later, as a producer retry does. It returns the messages and the number of
+// copies added.
+func (g *generator) duplicate(msgs []Message) ([]Message, int) {
+	if g.o.DupRate <= 0 {
+		return msgs, 0
+	}
+	type pending struct {
+		at int
+		m  Message
+	}
+	dups := 0
+	out := make([]Message, 0, len(msgs)+len(msgs)/2)
+	var wait []pending
+	for i, m := range msgs {
+		out = append(out, m)
+		if m.Kind != KindBad && g.rng.Float64() < g.o.DupRate {
+			d := m
+			d.Kind = KindDuplicate
+			wait = append(wait, pending{i + 1 + g.rng.IntN(20), d})
+		}
+		for k := 0; k < len(wait); {
+			if wait[k].at <= i+1 {
+				out = append(out, wait[k].m)
+				dups++
+				wait = append(wait[:k], wait[k+1:]...)
+				continue
+			}
+			k++
+		}
+	}
+	for _, p := range wait {
+		out = append(out, p.m)
+		dups++
+	}
+	return out, dups
+}
+
+// latePhase builds the late phase, published once the first has settled:
+// illegal events, conflicting copies that differ in every content field,
+// lost events that finally arrive, and repeats. None may change an order. It
+// returns the messages in publish order, the business keys they add, the
+// conflicts, and the number of repeats. Keys in taken (first-phase
+// conflicts, whose recorded content depends on delivery order) are left
+// alone.
+func (g *generator) latePhase(plans []*orderPlan, taken map[Key]bool) ([]Message, []PublishedKey, []ExpectedConflict, int, error) {
+	o := g.o
+	var (
+		msgs      []Message
+		keys      []PublishedKey
+		conflicts []ExpectedConflict
+		repeats   int
+	)
+	add := func(kind Kind, e Event) error {
+		m, err := eventMessage(kind, e)
+		if err == nil {
+			msgs = append(msgs, m)
+		}
+		return err
+	}
+
+	// Illegal events: a higher version stating a status the order's final
+	// status cannot reach. An order at CREATED can reach every status.
+	if o.Illegal > 0 {
+		n := 0
+		for _, i := range g.rng.Perm(len(plans)) {
+			if n == o.Illegal {
+				break
+			}
+			p := plans[i]
+			f := p.final()
+			targets := Unreachable(f.Status)
+			if len(targets) == 0 {
+				continue
+			}
+			e := f
+			e.Status = targets[g.rng.IntN(len(targets))]
+			e.Version = f.Version + 1 + g.rng.Int64N(2)
+			e.EventID = fmt.Sprintf("%s-v%d-illegal", p.id, e.Version)
+			e.OccurredAt = f.OccurredAt.Add(time.Hour)
+			g.seq++
+			e.Seq = g.seq
+			if err := add(KindIllegal, e); err != nil {
+				return nil, nil, nil, 0, err
+			}
+			keys = append(keys, PublishedKey{OrderID: e.OrderID, Version: e.Version, Content: e.Content(),
+				Phase: 2, Outcome: OutcomeIllegal})
+			n++
+		}
+	}
+
+	// Conflicting copies of recorded events, every content field changed:
+	// the order's final event for every other one (the copy would move the
+	// order if it were applied), any published event otherwise.
+	if o.LateConflicts > 0 {
+		n := 0
+		for _, i := range g.rng.Perm(len(plans)) {
+			if n == o.LateConflicts {
+				break
+			}
+			p := plans[i]
+			orig := p.final()
+			if n%2 == 1 {
+				orig = p.published[g.rng.IntN(len(p.published))]
+			}
+			if taken[orig.Key()] {
+				continue
+			}
+			c := orig
+			c.EventID = orig.EventID + "-late-conflict"
+			c.UserID = g.otherUser(orig.UserID)
+			others := make([]Status, 0, len(Statuses)-1)
+			for _, s := range Statuses {
+				if s != orig.Status {
+					others = append(others, s)
+				}
+			}
+			c.Status = others[g.rng.IntN(len(others))]
+			c.AmountCents = orig.AmountCents + 1 + g.rng.Int64N(100000)
+			c.OccurredAt = orig.OccurredAt.Add(time.Hour + time.Duration(1+g.rng.IntN(3600))*time.Second)
+			g.seq++
+			c.Seq = g.seq
+			if err := add(KindConflict, c); err != nil {
+				return nil, nil, nil, 0, err
+			}
+			conflicts = append(conflicts, ExpectedConflict{OrderID: orig.OrderID, Version: orig.Version, Copy: c.Content(), Phase: 2})
+			taken[orig.Key()] = true
+			n++
+		}
+	}
+
+	// Late arrivals: the lost event, now stale, or a repeat of an old one.
+	if o.LateRate > 0 {
+		for _, p := range plans {
+			if g.rng.Float64() >= o.LateRate {
+				continue
+			}
+			if len(p.lost) > 0 {
+				e := p.lost[0]
+				if err := add(KindEvent, e); err != nil {
+					return nil, nil, nil, 0, err
+				}
+				p.lateLost = append(p.lateLost, e)
+				keys = append(keys, PublishedKey{OrderID: e.OrderID, Version: e.Version, Content: e.Content(),
+					Phase: 2, Outcome: OutcomeStale})
+				continue
+			}
+			e := p.published[g.rng.IntN(len(p.published))]
+			if taken[e.Key()] {
+				continue
+			}
+			if err := add(KindDuplicate, e); err != nil {
+				return nil, nil, nil, 0, err
+			}
+			repeats++
+		}
+	}
+	g.rng.Shuffle(len(msgs), func(a, b int) { msgs[a], msgs[b] = msgs[b], msgs[a] })
+	return msgs, keys, conflicts, repeats, nil
+}
+
+// otherUser returns a user ID other than u.
+func (g *generator) otherUser(u int64) int64 {
+	v := 1 + g.rng.Int64N(10000)
+	if v == u {
+		v = u%10000 + 1
+	}
+	return v
 }
 
 func insertAt(msgs []Message, at int, m Message) []Message {
@@ -399,13 +616,13 @@ func (g *generator) plan(i int) *orderPlan {
 	user := 1 + g.rng.Int64N(10000)
 	amount := 100 + g.rng.Int64N(100000)
 
-	full := []fsm.Status{fsm.Created, fsm.Paid, fsm.Shipped, fsm.Delivered, fsm.Completed}
-	var path []fsm.Status
+	full := []Status{Created, Paid, Shipped, Delivered, Completed}
+	var path []Status
 	switch r := g.rng.Float64(); {
 	case r < o.CancelRate/2:
-		path = []fsm.Status{fsm.Created, fsm.Cancelled}
+		path = []Status{Created, Cancelled}
 	case r < o.CancelRate:
-		path = []fsm.Status{fsm.Created, fsm.Paid, fsm.Cancelled}
+		path = []Status{Created, Paid, Cancelled}
 	case r < o.CancelRate+o.OpenRate:
 		path = full[:1+g.rng.IntN(4)]
 	default:
@@ -414,10 +631,10 @@ func (g *generator) plan(i int) *orderPlan {
 
 	p := &orderPlan{id: id}
 	at := o.Start.Add(time.Duration(i) * time.Second)
-	add := func(s fsm.Status) {
+	add := func(s Status) {
 		v := int64(len(p.events) + 1)
 		g.seq++
-		p.events = append(p.events, fsm.Event{
+		p.events = append(p.events, Event{
 			EventID:     fmt.Sprintf("%s-v%d", id, v),
 			OrderID:     id,
 			UserID:      user,
@@ -430,15 +647,22 @@ func (g *generator) plan(i int) *orderPlan {
 		})
 	}
 	for _, s := range path {
-		add(s)
-		if s.Terminal() {
-			continue
+		if s == Cancelled && g.rng.Float64() < o.UserChangeRate {
+			// Another user and amount on the cancellation: a refund must
+			// still take back the purchase from its purchaser.
+			p.userChanged = true
+			user = g.otherUser(user)
+			amount = 100 + g.rng.Int64N(100000)
 		}
+		add(s)
 		for n := 0; n < 2 && g.rng.Float64() < o.UpdateRate; n++ {
-			if s == fsm.Created {
-				// The amount may change only before payment (see the
-				// package documentation).
+			if s == Created {
+				// User and amount may change only before payment (see
+				// the package documentation).
 				amount = 100 + g.rng.Int64N(100000)
+				if g.rng.IntN(2) == 0 {
+					user = g.otherUser(user)
+				}
 			}
 			add(s)
 		}
@@ -446,12 +670,18 @@ func (g *generator) plan(i int) *orderPlan {
 	return p
 }
 
-func eventMessage(e fsm.Event) (mq.Message, error) {
+// eventMessage returns the message of kind carrying e, its body the JSON of
+// the contract's fields.
+func eventMessage(kind Kind, e Event) (Message, error) {
 	body, err := json.Marshal(e)
 	if err != nil {
-		return mq.Message{}, fmt.Errorf("scenario: encode event %s: %w", e.Key(), err)
+		return Message{}, fmt.Errorf("scenario: encode event %s: %w", e.Key(), err)
 	}
-	return mq.EventMessage("", body)
+	m, err := mq.EventMessage("", body)
+	if err != nil {
+		return Message{}, fmt.Errorf("scenario: event %s: %w", e.Key(), err)
+	}
+	return Message{Kind: kind, Msg: m, Event: e}, nil
 }
 
 // badMessage builds bad message n, of the kind the rotation gives it. Its
@@ -491,7 +721,7 @@ func (g *generator) badMessage(n int) (Message, BadMessage) {
 		body = []byte(fmt.Sprintf(`{"event_id":"%s","order_id":"%s","user_id":7,"status":"REFUNDED","version":1,"amount_cents":100,"occurred_at":"%s"}`, token, token, ts))
 		tag = "REFUNDED"
 	case BadOrderID:
-		bad := []string{token + " has spaces", token + "/slash", token + "-" + strings.Repeat("x", fsm.MaxOrderIDLen)}[(n/len(badKinds))%3]
+		bad := []string{token + " has spaces", token + "/slash", token + "-" + strings.Repeat("x", MaxOrderIDLen)}[(n/len(badKinds))%3]
 		body = []byte(fmt.Sprintf(`{"event_id":"%s","order_id":%q,"user_id":7,"status":"CREATED","version":1,"amount_cents":100,"occurred_at":"%s"}`, token, bad, ts))
 	case BadOversize:
 		head := fmt.Sprintf(`{"event_id":"%s","order_id":"%s","user_id":7,"status":"CREATED","version":1,"amount_cents":100,"occurred_at":"%s","note":"`, token, token, ts)
@@ -507,42 +737,4 @@ func (g *generator) badMessage(n int) (Message, BadMessage) {
 	}
 	m := mq.Message{Body: body, Keys: token, Tag: tag}
 	return Message{Kind: KindBad, Msg: m}, b
-}
-
-// expectOrder walks fsm.Decide over the published events of one order in
-// version order and returns the final state they must produce.
-func expectOrder(id string, published []fsm.Event) (ExpectedOrder, error) {
-	events := append([]fsm.Event(nil), published...)
-	sort.Slice(events, func(a, b int) bool { return events[a].Version < events[b].Version })
-	var cur *fsm.Order
-	var points int64
-	paid := false
-	for _, e := range events {
-		if err := e.Validate(); err != nil {
-			return ExpectedOrder{}, fmt.Errorf("scenario: generated an invalid event %s: %w", e.Key(), err)
-		}
-		if e.Status.EarnsPurchase() {
-			paid = true
-		}
-		d := fsm.Decide(cur, e)
-		if d.Outcome != fsm.Applied {
-			return ExpectedOrder{}, fmt.Errorf("scenario: event %s is %s in version order: %s", e.Key(), d.Outcome, d.Reason)
-		}
-		points += d.PointsDelta
-		next := d.Next
-		cur = &next
-	}
-	if cur == nil {
-		return ExpectedOrder{}, fmt.Errorf("scenario: order %s has no published event", id)
-	}
-	return ExpectedOrder{
-		OrderID:        id,
-		UserID:         cur.UserID,
-		Status:         cur.Status,
-		Version:        cur.Version,
-		AmountCents:    cur.AmountCents,
-		Points:         points,
-		PurchasePoints: fsm.PurchasePointsFor(cur.AmountCents),
-		RefundPossible: cur.Status == fsm.Cancelled && paid,
-	}, nil
 }

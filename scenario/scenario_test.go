@@ -3,9 +3,8 @@ package scenario
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"math/rand/v2"
+	"fmt"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -13,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/mq"
+	"github.com/orderflow/orderflow/message"
 )
 
 func testOptions(seed int64) Options {
@@ -22,7 +21,8 @@ func testOptions(seed int64) Options {
 		Orders: 300, Seed: seed, Prefix: "t-scn",
 		Start:   time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC),
 		DupRate: 0.15, Reorder: 0.4, CancelRate: 0.25, OpenRate: 0.15,
-		UpdateRate: 0.3, GapRate: 0.1, Conflicts: 12, Bad: 18,
+		UpdateRate: 0.3, GapRate: 0.1, UserChangeRate: 0.5, Conflicts: 12, Bad: 18,
+		Illegal: 15, LateConflicts: 10, LateRate: 0.2,
 	}
 }
 
@@ -38,9 +38,13 @@ func TestGenerateIsDeterministic(t *testing.T) {
 	if len(a.Messages) != len(b.Messages) {
 		t.Fatalf("same seed, different message counts: %d vs %d", len(a.Messages), len(b.Messages))
 	}
-	for i := range a.Messages {
-		if !bytes.Equal(a.Messages[i].Msg.Body, b.Messages[i].Msg.Body) || a.Messages[i].Kind != b.Messages[i].Kind {
-			t.Fatalf("same seed, message %d differs:\n%s\n%s", i, a.Messages[i].Msg.Body, b.Messages[i].Msg.Body)
+	am, bm := append(a.Messages, a.Late...), append(b.Messages, b.Late...)
+	if len(a.Late) == 0 || len(am) != len(bm) {
+		t.Fatalf("late phase: %d and %d messages in all", len(am), len(bm))
+	}
+	for i := range am {
+		if !bytes.Equal(am[i].Msg.Body, bm[i].Msg.Body) || am[i].Kind != bm[i].Kind {
+			t.Fatalf("same seed, message %d differs:\n%s\n%s", i, am[i].Msg.Body, bm[i].Msg.Body)
 		}
 	}
 	if !reflect.DeepEqual(a.Expected, b.Expected) {
@@ -66,11 +70,13 @@ func TestGenerateDistortionsPresent(t *testing.T) {
 	if c.Orders != 300 || len(exp.Orders) != 300 {
 		t.Fatalf("orders: %d / %d, want 300", c.Orders, len(exp.Orders))
 	}
-	if c.Duplicates == 0 || c.Reordered == 0 || c.Lost == 0 || c.Conflicts != 12 || c.Bad != 18 {
-		t.Fatalf("a distortion is missing: %+v", c)
+	if c.Duplicates == 0 || c.Reordered == 0 || c.Lost == 0 || c.Conflicts != 12+10 || c.Bad != 18 ||
+		c.Illegal != 15 || c.UserChanges == 0 || c.Late != len(s.Late) || exp.Phases != 2 {
+		t.Fatalf("a distortion is missing: %+v, phases %d", c, exp.Phases)
 	}
-	if c.Messages != c.Events+c.Duplicates+c.Conflicts+c.Bad {
-		t.Fatalf("messages %d != events %d + duplicates %d + conflicts %d + bad %d", c.Messages, c.Events, c.Duplicates, c.Conflicts, c.Bad)
+	if c.Messages != len(s.Messages)+len(s.Late) || c.Messages != c.Events+c.Duplicates+c.Conflicts+c.Bad {
+		t.Fatalf("messages %d (%d + %d late) != events %d + duplicates %d + conflicts %d + bad %d",
+			c.Messages, len(s.Messages), len(s.Late), c.Events, c.Duplicates, c.Conflicts, c.Bad)
 	}
 	if len(exp.Keys) != c.Events || len(exp.Lost) != c.Lost {
 		t.Fatalf("keys %d (events %d), lost %d (%d)", len(exp.Keys), c.Events, len(exp.Lost), c.Lost)
@@ -78,11 +84,11 @@ func TestGenerateDistortionsPresent(t *testing.T) {
 
 	kinds := map[Kind]int{}
 	badKindsSeen := map[string]bool{}
-	statuses := map[fsm.Status]int{}
+	statuses := map[Status]int{}
 	for _, o := range exp.Orders {
 		statuses[o.Status]++
 	}
-	for _, st := range fsm.Statuses {
+	for _, st := range Statuses {
 		if statuses[st] == 0 {
 			t.Errorf("no order ends at %s: %v", st, statuses)
 		}
@@ -95,32 +101,37 @@ func TestGenerateDistortionsPresent(t *testing.T) {
 			t.Errorf("no bad message of kind %s", k)
 		}
 	}
+	outcomes := map[string]int{}
+	for _, k := range exp.Keys {
+		outcomes[fmt.Sprint(k.Phase, k.Outcome)]++
+	}
+	if outcomes["1applied"] != 300 || outcomes["2illegal"] != 15 || outcomes["2stale"] == 0 || outcomes["1"] == 0 {
+		t.Fatalf("expected outcomes by phase: %v", outcomes)
+	}
 
-	// Every message: valid events decode and validate; bad ones do not.
+	// Every message: valid events decode and validate (with the pipeline's
+	// decoder) and carry what the generator says; bad ones do not.
 	seenBody := map[string]bool{}
 	lastVersion := map[string]int64{}
 	outOfOrder := 0
-	for i, m := range s.Messages {
+	for i, m := range append(append([]Message(nil), s.Messages...), s.Late...) {
 		kinds[m.Kind]++
 		switch m.Kind {
 		case KindBad:
-			var e fsm.Event
-			if len(m.Msg.Body) <= MaxBodyBytes {
-				if err := json.Unmarshal(m.Msg.Body, &e); err == nil {
-					if err := e.Validate(); err == nil {
-						t.Errorf("bad message %d is a valid event: %s", i, m.Msg.Body)
-					}
-				}
-			} else if !strings.Contains(m.Msg.Keys, "-bad-") {
+			if _, err := message.Decode(m.Msg.Body); err == nil {
+				t.Errorf("bad message %d is a valid event: %.200s", i, m.Msg.Body)
+			}
+			if len(m.Msg.Body) > MaxBodyBytes && !strings.Contains(m.Msg.Keys, "-bad-") {
 				t.Errorf("oversize message %d has key %q", i, m.Msg.Keys)
 			}
 		default:
-			var e fsm.Event
-			if err := json.Unmarshal(m.Msg.Body, &e); err != nil {
+			e, err := message.Decode(m.Msg.Body)
+			if err != nil {
 				t.Fatalf("message %d: %v", i, err)
 			}
-			if err := e.Validate(); err != nil {
-				t.Fatalf("message %d: %v", i, err)
+			if e.OrderID != m.Event.OrderID || e.Version != m.Event.Version || e.UserID != m.Event.UserID ||
+				string(e.Status) != string(m.Event.Status) || e.AmountCents != m.Event.AmountCents || !e.OccurredAt.Equal(m.Event.OccurredAt) {
+				t.Fatalf("message %d decodes to %+v, generated %+v", i, e, m.Event)
 			}
 			if e.ProducerID == "" || e.Seq == 0 {
 				t.Errorf("message %d has no producer_id/seq", i)
@@ -131,7 +142,7 @@ func TestGenerateDistortionsPresent(t *testing.T) {
 			if m.Kind == KindDuplicate && !seenBody[string(m.Msg.Body)] {
 				t.Errorf("duplicate message %d precedes its original", i)
 			}
-			if m.Kind == KindEvent {
+			if m.Kind == KindEvent && i < len(s.Messages) {
 				if e.Version < lastVersion[e.OrderID] {
 					outOfOrder++
 				}
@@ -140,7 +151,7 @@ func TestGenerateDistortionsPresent(t *testing.T) {
 		}
 		seenBody[string(m.Msg.Body)] = true
 	}
-	if kinds[KindDuplicate] != c.Duplicates || kinds[KindConflict] != c.Conflicts || kinds[KindBad] != c.Bad {
+	if kinds[KindDuplicate] != c.Duplicates || kinds[KindConflict] != c.Conflicts || kinds[KindBad] != c.Bad || kinds[KindIllegal] != c.Illegal {
 		t.Fatalf("message kinds %v disagree with counts %+v", kinds, c)
 	}
 	if outOfOrder == 0 {
@@ -155,105 +166,75 @@ func TestGenerateDistortionsPresent(t *testing.T) {
 	if oversize == 0 {
 		t.Fatal("no oversize body")
 	}
-}
 
-// model replays messages in a delivery order with the rules of DESIGN.md:
-// per order a serializer that knows every recorded business key.
-type model struct {
-	cur       map[string]*fsm.Order
-	seen      map[fsm.Key]string
-	points    map[string]int64
-	ledger    map[string]map[fsm.PointsKind]int64
-	conflicts map[fsm.Key]string // parked content hash
-}
-
-func replay(t *testing.T, msgs []Message) *model {
-	t.Helper()
-	m := &model{
-		cur: map[string]*fsm.Order{}, seen: map[fsm.Key]string{}, points: map[string]int64{},
-		ledger: map[string]map[fsm.PointsKind]int64{}, conflicts: map[fsm.Key]string{},
+	// Late conflicts differ from their original in every content field;
+	// first-phase ones only in occurred_at.
+	original := map[Key]Content{}
+	for _, k := range exp.Keys {
+		original[k.Key()] = k.Content
 	}
-	for _, msg := range msgs {
-		if msg.Kind == KindBad {
-			continue
-		}
-		var e fsm.Event
-		if err := json.Unmarshal(msg.Msg.Body, &e); err != nil {
-			t.Fatal(err)
-		}
-		h := e.ContentHash()
-		if prev, ok := m.seen[e.Key()]; ok {
-			if prev != h {
-				m.conflicts[e.Key()] = h
+	for _, cf := range exp.Conflicts {
+		o, c := original[cf.Key()], cf.Copy
+		switch cf.Phase {
+		case 1:
+			if o.UserID != c.UserID || o.Status != c.Status || o.AmountCents != c.AmountCents || o.OccurredAt.Equal(c.OccurredAt) {
+				t.Errorf("first-phase conflict %s: %+v vs %+v", cf.Key(), o, c)
 			}
-			continue
-		}
-		m.seen[e.Key()] = h
-		d := fsm.Decide(m.cur[e.OrderID], e)
-		if d.Outcome != fsm.Applied {
-			continue
-		}
-		next := d.Next
-		m.cur[e.OrderID] = &next
-		m.points[e.OrderID] += d.PointsDelta
-		if d.Points != fsm.PointsNone {
-			if m.ledger[e.OrderID] == nil {
-				m.ledger[e.OrderID] = map[fsm.PointsKind]int64{}
+		case 2:
+			if o.UserID == c.UserID || o.Status == c.Status || o.AmountCents == c.AmountCents || o.OccurredAt.Equal(c.OccurredAt) {
+				t.Errorf("late conflict %s does not differ in every field: %+v vs %+v", cf.Key(), o, c)
 			}
-			m.ledger[e.OrderID][d.Points] = d.PointsDelta
+		default:
+			t.Errorf("conflict %s of phase %d", cf.Key(), cf.Phase)
 		}
 	}
-	return m
+	// Illegal events state a status their order's final one cannot reach.
+	final := map[string]ExpectedOrder{}
+	for _, o := range exp.Orders {
+		final[o.OrderID] = o
+	}
+	for _, k := range exp.Keys {
+		if k.Outcome == OutcomeIllegal {
+			o := final[k.OrderID]
+			if k.Version <= o.Version || Reachable(o.Status, k.Status) {
+				t.Errorf("illegal event %s (%s) for an order at %s v%d", k.Key(), k.Status, o.Status, o.Version)
+			}
+		}
+	}
 }
 
-// TestExpectedIndependentOfDeliveryOrder replays the scenario in many
-// delivery orders and checks every one against the expected state, with the
-// same rules the checker applies to the database.
-func TestExpectedIndependentOfDeliveryOrder(t *testing.T) {
-	s, err := Generate(testOptions(11))
+func TestLifecycleTable(t *testing.T) {
+	want := map[Status][]Status{
+		Created:   nil,
+		Paid:      {Created},
+		Shipped:   {Created, Paid, Cancelled},
+		Delivered: {Created, Paid, Shipped, Cancelled},
+		Completed: {Created, Paid, Shipped, Delivered, Cancelled},
+		Cancelled: {Created, Paid, Shipped, Delivered, Completed},
+	}
+	for from, w := range want {
+		if got := Unreachable(from); !reflect.DeepEqual(got, w) {
+			t.Errorf("Unreachable(%s) = %v, want %v", from, got, w)
+		}
+		if !Reachable(from, from) {
+			t.Errorf("%s does not reach itself (a data update)", from)
+		}
+	}
+}
+
+func TestFirstPhase(t *testing.T) {
+	s, err := Generate(testOptions(4))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	for round := 0; round < 30; round++ {
-		msgs := append([]Message(nil), s.Messages...)
-		if round > 0 {
-			rng.Shuffle(len(msgs), func(a, b int) { msgs[a], msgs[b] = msgs[b], msgs[a] })
-		}
-		m := replay(t, msgs)
-		for _, o := range s.Expected.Orders {
-			got := m.cur[o.OrderID]
-			if got == nil {
-				t.Fatalf("round %d: order %s never applied", round, o.OrderID)
-			}
-			if got.Status != o.Status || got.Version != o.Version || got.AmountCents != o.AmountCents || got.UserID != o.UserID {
-				t.Fatalf("round %d: order %s ended at %s v%d %d¢, expected %s v%d %d¢",
-					round, o.OrderID, got.Status, got.Version, got.AmountCents, o.Status, o.Version, o.AmountCents)
-			}
-			if m.points[o.OrderID] != o.Points {
-				t.Fatalf("round %d: order %s points %d, expected %d", round, o.OrderID, m.points[o.OrderID], o.Points)
-			}
-			l := m.ledger[o.OrderID]
-			if p, ok := l[fsm.Purchase]; ok && p != o.PurchasePoints {
-				t.Fatalf("round %d: order %s purchase %d, expected %d", round, o.OrderID, p, o.PurchasePoints)
-			}
-			if _, ok := l[fsm.Refund]; ok && !o.RefundPossible {
-				t.Fatalf("round %d: order %s refunded but no refund is possible", round, o.OrderID)
-			}
-		}
-		if len(m.conflicts) != len(s.Expected.Conflicts) {
-			t.Fatalf("round %d: %d conflicts parked, expected %d", round, len(m.conflicts), len(s.Expected.Conflicts))
-		}
-		for _, c := range s.Expected.Conflicts {
-			k := fsm.Key{OrderID: c.OrderID, Version: c.Version}
-			rec, parked := m.seen[k], m.conflicts[k]
-			if !(rec == c.Hashes[0] && parked == c.Hashes[1]) && !(rec == c.Hashes[1] && parked == c.Hashes[0]) {
-				t.Fatalf("round %d: conflict %s recorded %s parked %s, expected the pair %v", round, k, rec, parked, c.Hashes)
-			}
-		}
-		if len(m.seen) != len(s.Expected.Keys) {
-			t.Fatalf("round %d: %d business keys recorded, expected %d", round, len(m.seen), len(s.Expected.Keys))
-		}
+	first := s.Expected.FirstPhase()
+	if first.Phases != 1 || s.Expected.Phases != 2 || first.Published(2) || !first.Published(1) || !s.Expected.Published(2) {
+		t.Fatalf("phases: %d / %d", first.Phases, s.Expected.Phases)
+	}
+	o := testOptions(4)
+	o.Illegal, o.LateConflicts, o.LateRate = 0, 0, 0
+	if s, err = Generate(o); err != nil || len(s.Late) != 0 || s.Expected.Phases != 1 {
+		t.Fatalf("no late options, yet a late phase of %d messages (phases %d): %v", len(s.Late), s.Expected.Phases, err)
 	}
 }
 
@@ -267,6 +248,10 @@ func TestOptionsValidate(t *testing.T) {
 		"cancel-rate + open-rate":  func(o *Options) { o.CancelRate, o.OpenRate = 0.7, 0.7 },
 		"conflicts must be >= 0":   func(o *Options) { o.Conflicts = -1 },
 		"bad must be >= 0":         func(o *Options) { o.Bad = -2 },
+		"illegal must be >= 0":     func(o *Options) { o.Illegal = -1 },
+		"late-conflicts must be":   func(o *Options) { o.LateConflicts = -1 },
+		"late-rate must be within": func(o *Options) { o.LateRate = 2 },
+		"user-change-rate must be": func(o *Options) { o.UserChangeRate = -1 },
 		"prefix \"xxxxxxxxxxxxxxx": func(o *Options) { o.Prefix = strings.Repeat("x", 60) },
 	}
 	for want, mutate := range cases {

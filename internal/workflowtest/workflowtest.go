@@ -21,6 +21,7 @@ import (
 
 	"github.com/orderflow/orderflow/activities"
 	"github.com/orderflow/orderflow/check"
+	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/scenario"
 	"github.com/orderflow/orderflow/workflows"
 
@@ -113,13 +114,17 @@ func DeliverAll(ctx context.Context, c client.Client, taskQueue string, p workfl
 	return errors.Join(errs...)
 }
 
-// deliverRetrying delivers one event, retrying a few times on transient
-// errors as the bridge does (it would not ack the message).
+// deliverRetrying decodes one event's body as the bridge does and delivers
+// it, retrying a few times on transient errors as the bridge does (it would
+// not ack the message).
 func deliverRetrying(ctx context.Context, c client.Client, tq string, p workflows.Params, m scenario.Message) error {
-	var err error
+	e, err := message.Decode(m.Msg.Body)
+	if err != nil {
+		return fmt.Errorf("decode %s message %s: %w", m.Kind, m.Event.Key(), err)
+	}
 	for attempt := range 5 {
 		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err = workflows.Deliver(dctx, c, tq, p, m.Event, nil)
+		err = workflows.Deliver(dctx, c, tq, p, e, nil)
 		cancel()
 		if err == nil {
 			return nil
