@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,6 +38,9 @@ func genScenario(t *testing.T, prefix string, seed int64) *scenario.Scenario {
 	return s
 }
 
+// messageIDs numbers the messages consume writes, as the broker would.
+var messageIDs atomic.Int64
+
 // consume writes msgs, in the given order, through the store as the bridge
 // and the workflow would: bad messages parked, events applied (conflicts
 // parked by ApplyEvent), points awarded.
@@ -44,8 +48,8 @@ func consume(t *testing.T, gdb *gorm.DB, msgs []scenario.Message) {
 	t.Helper()
 	ctx := context.Background()
 	s := store.New(gdb)
-	for i, m := range msgs {
-		env := message.NewEnvelope("T", fmt.Sprintf("msg-%s-%d", m.Msg.Keys, i), m.Msg.Keys, m.Msg.Tag, m.Msg.Body, time.Time{}, false)
+	for _, m := range msgs {
+		env := message.NewEnvelope("T", fmt.Sprintf("msg-%d", messageIDs.Add(1)), m.Msg.Keys, m.Msg.Tag, m.Msg.Body, time.Time{}, false)
 		r := message.Parse(env)
 		if r.Rejection != nil {
 			if _, err := s.ParkDeadLetter(ctx, r.DeadLetter); err != nil {

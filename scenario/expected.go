@@ -53,6 +53,17 @@ func (e *Expected) Published(phase int) bool {
 	return max(phase, 1) <= max(e.Phases, 1)
 }
 
+// PublishedKeys returns the keys of the phases published so far.
+func (e *Expected) PublishedKeys() []PublishedKey {
+	var out []PublishedKey
+	for _, k := range e.Keys {
+		if e.Published(k.Phase) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // ExpectedOrder is one order's expected final state: the snapshot of its
 // highest-version event of the first phase. (The late phase never changes
 // an order.)

@@ -3,8 +3,9 @@
 # `make up`).
 #
 #   scripts/demo.sh          build and (re)start the worker and the bridge,
-#                            publish a demo scenario, check it, print the
-#                            outcome; exits non-zero if an invariant failed
+#                            publish a demo scenario, check it, publish its
+#                            late phase, check again, print the outcome;
+#                            exits non-zero if an invariant failed
 #   scripts/demo.sh stop     stop the worker and the bridge
 #   scripts/demo.sh status   print whether they run
 #
@@ -115,9 +116,18 @@ demo() {
 	say "publishing $ORDERS orders as run $prefix"
 	"$BIN/orderflow" publish -orders "$ORDERS" -prefix "$prefix" -rate "$RATE" \
 		-dup-rate 0.15 -reorder 0.3 -cancel-rate 0.2 -open-rate 0.1 -gap-rate 0.05 \
-		-conflicts 5 -bad 6 -out "$expected"
+		-user-change-rate 0.3 -conflicts 5 -bad 6 \
+		-illegal 5 -late-conflicts 3 -late-rate 0.1 -out "$expected"
 	say "checking the invariants (waiting up to $WAIT for the run to settle)"
 	"$BIN/orderflow" check -expected "$expected" -wait "$WAIT" | tee "$DEMO/check-$prefix.txt" || rc=$?
+	if [ "$rc" -eq 0 ]; then
+		# Once the run has settled: events that must change nothing
+		# (illegal transitions, conflicting copies, late arrivals).
+		say "publishing the late phase of run $prefix"
+		"$BIN/orderflow" publish -late "$expected" -rate "$RATE"
+		say "checking the invariants again (waiting up to $WAIT)"
+		"$BIN/orderflow" check -expected "$expected" -wait "$WAIT" | tee "$DEMO/check-$prefix.txt" || rc=$?
+	fi
 	example=$(sed -n 's/^example order: \([^ ]*\) (\(.*\))$/\1/p' "$DEMO/check-$prefix.txt")
 	why=$(sed -n 's/^example order: \([^ ]*\) (\(.*\))$/\2/p' "$DEMO/check-$prefix.txt")
 

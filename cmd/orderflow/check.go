@@ -43,8 +43,13 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer db.Close()
 
-	fmt.Fprintf(stdout, "checking run %s: %d orders, %d business keys, %d bad messages, %d conflicts (waiting up to %s to settle)\n",
-		exp.Prefix, len(exp.Orders), len(exp.Keys), len(exp.Bad), len(exp.Conflicts), wait)
+	keys := len(exp.PublishedKeys())
+	phase := "first phase"
+	if exp.Published(2) {
+		phase = "both phases"
+	}
+	fmt.Fprintf(stdout, "checking run %s (%s published): %d orders, %d business keys, %d bad messages, %d conflicts (waiting up to %s to settle)\n",
+		exp.Prefix, phase, len(exp.Orders), keys, len(exp.Bad), countConflicts(exp), wait)
 	began := time.Now()
 	last := time.Now()
 	r, err := check.WaitSettled(ctx, db.DB(), exp, check.WaitOptions{Wait: wait, Interval: interval, Settle: settle,
@@ -56,7 +61,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 					n += c
 				}
 				fmt.Fprintf(stdout, "  ... %s: %d of %d business keys recorded, %d invariant(s) not yet holding\n",
-					time.Since(began).Round(time.Second), n, len(exp.Keys), len(r.Failed()))
+					time.Since(began).Round(time.Second), n, keys, len(r.Failed()))
 			}
 		}})
 	if r == nil {
@@ -81,4 +86,15 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	return err
+}
+
+// countConflicts counts the conflicting copies of the phases published.
+func countConflicts(exp *scenario.Expected) int {
+	n := 0
+	for _, c := range exp.Conflicts {
+		if exp.Published(c.Phase) {
+			n++
+		}
+	}
+	return n
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,13 +21,16 @@ import (
 	"github.com/orderflow/orderflow/store"
 )
 
+// messageIDs numbers the messages apply writes, as the broker would.
+var messageIDs atomic.Int64
+
 // apply writes the scenario's messages to the database as the pipeline
 // would: bad ones parked, events applied with their points.
 func apply(t *testing.T, s *store.Store, topic string, msgs []scenario.Message) {
 	t.Helper()
 	ctx := context.Background()
-	for i, m := range msgs {
-		env := message.NewEnvelope(topic, fmt.Sprintf("msg-%d", i), m.Msg.Keys, m.Msg.Tag, m.Msg.Body, time.Time{}, false)
+	for _, m := range msgs {
+		env := message.NewEnvelope(topic, fmt.Sprintf("msg-%d", messageIDs.Add(1)), m.Msg.Keys, m.Msg.Tag, m.Msg.Body, time.Time{}, false)
 		r := message.Parse(env)
 		if r.Rejection != nil {
 			if _, err := s.ParkDeadLetter(ctx, r.DeadLetter); err != nil {
@@ -51,13 +55,15 @@ func TestCheckCommand(t *testing.T) {
 	gdb, dsn := testenv.NewDatabase(t)
 	ctx := context.Background()
 	sc, err := scenario.Generate(scenario.Options{Orders: 6, Seed: 5, Prefix: uniq.Name("chk"),
-		Start: time.Now().UTC().Truncate(time.Second), DupRate: 0.3, Reorder: 0.5, CancelRate: 0.3, Conflicts: 1, Bad: 3})
+		Start: time.Now().UTC().Truncate(time.Second), DupRate: 0.3, Reorder: 0.5, CancelRate: 0.3, Conflicts: 1, Bad: 3,
+		UserChangeRate: 1, Illegal: 2, LateConflicts: 1, LateRate: 0.5})
 	if err != nil {
 		t.Fatal(err)
 	}
 	sc.Expected.Topic = "ORDER_EVENTS"
 	path := filepath.Join(t.TempDir(), "expected.json")
-	if err := sc.Expected.WriteFile(path); err != nil {
+	// As orderflow publish writes it: the first phase published.
+	if err := sc.Expected.FirstPhase().WriteFile(path); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("DATABASE_URL", dsn)
@@ -69,12 +75,25 @@ func TestCheckCommand(t *testing.T) {
 		t.Fatalf("unconsumed run: exit %d\n%s%s", code, out.String(), errOut.String())
 	}
 
-	// Consumed: it settles and passes, exit 0, with the JSON report.
+	// The first phase consumed: it settles and passes.
 	apply(t, store.New(gdb), sc.Expected.Topic, sc.Messages)
+	out.Reset()
+	code = run(ctx, []string{"check", "-expected", path, "-wait", "30s", "-interval", "200ms", "-settle", "300ms"}, &out, &errOut)
+	if code != 0 || !strings.Contains(out.String(), "verdict: PASS") || !strings.Contains(out.String(), "(first phase published)") {
+		t.Fatalf("first phase consumed: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+
+	// The late phase published (as orderflow publish -late records it) and
+	// consumed: it settles and passes, exit 0, with the JSON report.
+	if err := sc.Expected.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, store.New(gdb), sc.Expected.Topic, sc.Late)
 	out.Reset()
 	jsonPath := filepath.Join(t.TempDir(), "report.json")
 	code = run(ctx, []string{"check", "-expected", path, "-wait", "30s", "-interval", "200ms", "-settle", "300ms", "-json", jsonPath}, &out, &errOut)
-	if code != 0 || !strings.Contains(out.String(), "verdict: PASS") {
+	if code != 0 || !strings.Contains(out.String(), "verdict: PASS") || !strings.Contains(out.String(), "(both phases published)") ||
+		!strings.Contains(out.String(), "illegal 2") {
 		t.Fatalf("consumed run: exit %d\n%s%s", code, out.String(), errOut.String())
 	}
 	c := sc.Expected.Conflicts[0]

@@ -1,6 +1,7 @@
 // Command orderflow is the operator command of orderflow:
 //
 //	orderflow publish [flags]   publish a scenario of order events and write its expected final state
+//	orderflow publish -late F   publish the late phase of the run whose expected-state file is F
 //	orderflow check [flags]     wait until a published scenario settles and check the five invariants
 //	orderflow dlq list [flags]  the parked messages (-summary: counts by reason)
 //	orderflow dlq show ID       one parked message, raw
@@ -34,7 +35,7 @@ type command struct {
 }
 
 var commands = []command{
-	{"publish", "publish a scenario of order events and write its expected final state", runPublish},
+	{"publish", "publish a scenario of order events and write its expected final state (-late FILE: its late phase)", runPublish},
 	{"check", "wait until a published scenario settles and check the five invariants", runCheck},
 	{"dlq", "the parked messages: dlq list [-reason KIND] [-order ID] [-since T] [-summary], dlq show ID", runDLQ},
 	{"audit", "check the invariants on the live tables; exit 1 listing every violation", runAudit},

@@ -12,14 +12,17 @@ import (
 	"github.com/orderflow/orderflow/scenario"
 )
 
-// runPublish generates a scenario from its flags, publishes it to RocketMQ
-// and writes the expected final state to the -out file.
+// runPublish generates a scenario from its flags, publishes its first phase
+// to RocketMQ and writes the expected state to the -out file. With -late
+// FILE it publishes instead the late phase of the run FILE describes, and
+// records that in FILE.
 func runPublish(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var (
 		cfg  config.Config
 		o    scenario.Options
 		seed int
 		out  string
+		late string
 		rate float64
 	)
 	s := config.NewSet("publish", "Usage: orderflow publish [flags]   (publish a scenario of order events)", stderr)
@@ -32,14 +35,23 @@ func runPublish(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	s.Float(&o.Reorder, 0.3, p("reorder", "share of orders whose events are shuffled"))
 	s.Float(&o.CancelRate, 0.2, p("cancel-rate", "share of orders cancelled (half before, half after payment)"))
 	s.Float(&o.OpenRate, 0.1, p("open-rate", "share of orders left at a non-terminal status"))
-	s.Float(&o.UpdateRate, 0.2, p("update-rate", "chance of a data update at each non-terminal status"))
+	s.Float(&o.UpdateRate, 0.2, p("update-rate", "chance of a data update at each status"))
 	s.Float(&o.GapRate, 0.05, p("gap-rate", "share of orders that lose a middle version"))
-	s.Int(&o.Conflicts, 5, p("conflicts", "number of conflicting copies (same business key, different content)"))
+	s.Float(&o.UserChangeRate, 0.3, p("user-change-rate", "share of cancelled orders whose cancellation names another user and amount"))
+	s.Int(&o.Conflicts, 5, p("conflicts", "number of conflicting copies (same business key, different occurred_at)"))
 	s.Int(&o.Bad, 6, p("bad", "number of bad messages (malformed, missing fields, invalid status or order ID, oversize)"))
+	s.Int(&o.Illegal, 0, p("illegal", "late phase: orders that get an event their final status cannot reach"))
+	s.Int(&o.LateConflicts, 0, p("late-conflicts", "late phase: conflicting copies differing in every content field"))
+	s.Float(&o.LateRate, 0, p("late-rate", "late phase: share of orders that get their lost event, or a repeat, late"))
 	s.String(&out, "expected.json", p("out", "file to write the expected final state to"))
+	s.String(&late, "", p("late", "publish the late phase of the run whose expected-state file this is (written by an earlier publish), "+
+		"once its first phase has settled, and record it there; the scenario comes from the file"))
 	s.Float(&rate, 0, p("rate", "publish at most this many messages per second (0: unlimited)"))
 	if err := parse(s, args); err != nil {
 		return err
+	}
+	if late != "" {
+		return publishLate(ctx, cfg, late, rate, stdout)
 	}
 	o.Seed = int64(seed)
 	if o.Prefix == "" {
@@ -53,26 +65,76 @@ func runPublish(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	sc.Expected.Topic = cfg.Topic
+	// The file records what has been published: the first phase.
+	exp := sc.Expected.FirstPhase()
+	exp.Topic = cfg.Topic
 
-	pr, err := mq.NewProducer(cfg.RocketMQNamesrv, mq.WithProducerGroup("orderflow-publish-"+o.Prefix),
-		mq.WithCredentials(cfg.RocketMQAccessKey, cfg.RocketMQSecretKey))
+	pr, err := newPublisher(cfg, o.Prefix)
 	if err != nil {
 		return err
 	}
 	defer pr.Close()
 
 	c := sc.Expected.Counts
-	fmt.Fprintf(stdout, "publishing run %s (seed %d) to topic %s: %d orders, %d messages (%d events, %d duplicates, %d conflicts, %d bad; %d reordered orders, %d lost events)\n",
-		o.Prefix, o.Seed, cfg.Topic, c.Orders, c.Messages, c.Events, c.Duplicates, c.Conflicts, c.Bad, c.Reordered, c.Lost)
+	fmt.Fprintf(stdout, "publishing run %s (seed %d) to topic %s: %d orders, %d messages (%d events, %d duplicates, %d conflicts, %d bad; %d reordered orders, %d lost events, %d user changes)\n",
+		o.Prefix, o.Seed, cfg.Topic, c.Orders, len(sc.Messages), c.Events, c.Duplicates, c.Conflicts, c.Bad, c.Reordered, c.Lost, c.UserChanges)
 	began := time.Now()
 	if err := scenario.Publish(ctx, pr, sc.Messages, scenario.PublishOptions{Topic: cfg.Topic, Rate: rate}); err != nil {
 		return err
 	}
-	if err := sc.Expected.WriteFile(out); err != nil {
+	if err := exp.WriteFile(out); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "published %d messages in %s; expected state written to %s\n",
-		c.Messages, time.Since(began).Round(time.Millisecond), out)
+		len(sc.Messages), time.Since(began).Round(time.Millisecond), out)
+	if len(sc.Late) > 0 {
+		fmt.Fprintf(stdout, "late phase: %d messages (%d illegal events); once the run has settled (orderflow check -expected %s), publish them with: orderflow publish -late %s\n",
+			len(sc.Late), c.Illegal, out, out)
+	}
 	return nil
+}
+
+// publishLate publishes the late phase of the run described by the
+// expected-state file path and records it there.
+func publishLate(ctx context.Context, cfg config.Config, path string, rate float64, stdout io.Writer) error {
+	exp, err := scenario.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if exp.Topic != "" && exp.Topic != cfg.Topic {
+		return fmt.Errorf("%w: run %s was published to topic %s, not %s (set -topic)", errUsage, exp.Prefix, exp.Topic, cfg.Topic)
+	}
+	sc, err := scenario.Generate(exp.Options)
+	if err != nil {
+		return fmt.Errorf("regenerate run %s from %s: %w", exp.Prefix, path, err)
+	}
+	if sc.Expected.Counts != exp.Counts {
+		return fmt.Errorf("run %s: %s does not regenerate the same scenario (counts %+v, file says %+v)", exp.Prefix, path, sc.Expected.Counts, exp.Counts)
+	}
+	if len(sc.Late) == 0 {
+		return fmt.Errorf("%w: run %s has no late phase (publish it with -illegal, -late-conflicts or -late-rate)", errUsage, exp.Prefix)
+	}
+	pr, err := newPublisher(cfg, exp.Prefix)
+	if err != nil {
+		return err
+	}
+	defer pr.Close()
+	fmt.Fprintf(stdout, "publishing the late phase of run %s to topic %s: %d messages (%d illegal events)\n",
+		exp.Prefix, cfg.Topic, len(sc.Late), sc.Expected.Counts.Illegal)
+	began := time.Now()
+	if err := scenario.Publish(ctx, pr, sc.Late, scenario.PublishOptions{Topic: cfg.Topic, Rate: rate}); err != nil {
+		return err
+	}
+	exp.Phases = sc.Expected.Phases
+	if err := exp.WriteFile(path); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "published %d messages in %s; expected state updated in %s\n",
+		len(sc.Late), time.Since(began).Round(time.Millisecond), path)
+	return nil
+}
+
+func newPublisher(cfg config.Config, prefix string) (*mq.Producer, error) {
+	return mq.NewProducer(cfg.RocketMQNamesrv, mq.WithProducerGroup("orderflow-publish-"+prefix),
+		mq.WithCredentials(cfg.RocketMQAccessKey, cfg.RocketMQSecretKey))
 }

@@ -20,9 +20,10 @@ import (
 )
 
 // TestPublishOnBroker publishes a scenario with the publish command to a
-// fresh topic of the real broker, reads it back and checks the contract's
-// keys, tag and sharding key, the per-order publish order, and that the
-// expected-state file reproduces exactly what was sent.
+// fresh topic of the real broker, then its late phase with -late, reads it
+// back and checks the contract's keys, tag and sharding key, the per-order
+// publish order, and that the expected-state file reproduces exactly what
+// was sent and records the phases published.
 func TestPublishOnBroker(t *testing.T) {
 	namesrv := testenv.RocketMQNamesrv(t)
 	topic := uniq.Name("scn-topic")
@@ -33,12 +34,13 @@ func TestPublishOnBroker(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), []string{"publish",
 		"-orders", "30", "-seed", "9", "-prefix", prefix, "-topic", topic, "-rocketmq-namesrv", namesrv,
-		"-dup-rate", "0.2", "-reorder", "0.5", "-conflicts", "3", "-bad", "6", "-out", out,
+		"-dup-rate", "0.2", "-reorder", "0.5", "-conflicts", "3", "-bad", "6",
+		"-illegal", "4", "-late-conflicts", "2", "-late-rate", "0.3", "-out", out,
 	}, &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("publish: exit %d\n%s%s", code, stdout.String(), stderr.String())
 	}
-	if !strings.Contains(stdout.String(), "expected state written to "+out) {
+	if !strings.Contains(stdout.String(), "expected state written to "+out) || !strings.Contains(stdout.String(), "orderflow publish -late "+out) {
 		t.Fatalf("output:\n%s", stdout.String())
 	}
 	exp, err := scenario.ReadFile(out)
@@ -49,9 +51,23 @@ func TestPublishOnBroker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if exp.Topic != topic || exp.Counts.Messages != len(regen.Messages) {
-		t.Fatalf("expected file: topic %q, %d messages; regenerated %d", exp.Topic, exp.Counts.Messages, len(regen.Messages))
+	if exp.Topic != topic || exp.Counts.Messages != len(regen.Messages)+len(regen.Late) || len(regen.Late) == 0 || exp.Phases != 1 {
+		t.Fatalf("expected file: topic %q, %d messages, phases %d; regenerated %d + %d late", exp.Topic, exp.Counts.Messages, exp.Phases,
+			len(regen.Messages), len(regen.Late))
 	}
+
+	// The late phase, from the file; the file then records it.
+	stdout.Reset()
+	if code := run(context.Background(), []string{"publish", "-late", out, "-topic", topic, "-rocketmq-namesrv", namesrv}, &stdout, &stderr); code != 0 {
+		t.Fatalf("publish -late: exit %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+	if exp, err = scenario.ReadFile(out); err != nil || exp.Phases != 2 || !strings.Contains(stdout.String(), "expected state updated in "+out) {
+		t.Fatalf("after publish -late: phases %d, %v\n%s", exp.Phases, err, stdout.String())
+	}
+	if code := run(context.Background(), []string{"publish", "-late", out, "-topic", "elsewhere", "-rocketmq-namesrv", namesrv}, &stdout, &stderr); code != 2 {
+		t.Fatalf("publish -late to another topic: exit %d, want 2", code)
+	}
+	all := append(append([]scenario.Message(nil), regen.Messages...), regen.Late...)
 
 	var mu sync.Mutex
 	var got []*primitive.MessageExt
@@ -74,11 +90,11 @@ func TestPublishOnBroker(t *testing.T) {
 		mu.Lock()
 		n := len(got)
 		mu.Unlock()
-		if n >= len(regen.Messages) {
+		if n >= len(all) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("read back %d of %d messages", n, len(regen.Messages))
+			t.Fatalf("read back %d of %d messages", n, len(all))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -87,7 +103,7 @@ func TestPublishOnBroker(t *testing.T) {
 
 	// Same multiset of bodies as the regenerated scenario.
 	want := map[string]int{}
-	for _, m := range regen.Messages {
+	for _, m := range all {
 		want[string(m.Msg.Body)]++
 	}
 	for _, m := range got {
@@ -125,13 +141,13 @@ func TestPublishOnBroker(t *testing.T) {
 		byOrder[e.OrderID] = append(byOrder[e.OrderID], rec{m.Queue.QueueId, m.QueueOffset, string(m.Body)})
 	}
 	wantOrder := map[string][]string{}
-	for _, m := range regen.Messages {
+	for _, m := range all {
 		if m.Kind != scenario.KindBad {
 			wantOrder[m.Event.OrderID] = append(wantOrder[m.Event.OrderID], string(m.Msg.Body))
 		}
 	}
-	if len(byOrder) != len(exp.Orders) || len(got) != len(regen.Messages) {
-		t.Fatalf("read %d messages of %d orders, want %d of %d", len(got), len(byOrder), len(regen.Messages), len(exp.Orders))
+	if len(byOrder) != len(exp.Orders) || len(got) != len(all) {
+		t.Fatalf("read %d messages of %d orders, want %d of %d", len(got), len(byOrder), len(all), len(exp.Orders))
 	}
 	for id, rs := range byOrder {
 		sort.Slice(rs, func(a, b int) bool { return rs[a].offset < rs[b].offset })
@@ -147,12 +163,25 @@ func TestPublishOnBroker(t *testing.T) {
 }
 
 func TestPublishRejectsBadFlags(t *testing.T) {
+	// An expected-state file of a run without a late phase.
+	sc, err := scenario.Generate(scenario.Options{Orders: 3, Seed: 1, Prefix: "nolate"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	noLate := filepath.Join(t.TempDir(), "expected.json")
+	if err := sc.Expected.WriteFile(noLate); err != nil {
+		t.Fatal(err)
+	}
 	for _, args := range [][]string{
 		{"-orders", "0"},
 		{"-dup-rate", "2"},
 		{"-prefix", "has space"},
+		{"-illegal", "-1"},
+		{"-late-rate", "1.5"},
 		{"-nosuchflag"},
 		{"extra"},
+		{"-late", filepath.Join(t.TempDir(), "missing.json")},
+		{"-late", noLate},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(context.Background(), append([]string{"publish"}, args...), &out, &errOut); code != 2 {
