@@ -186,7 +186,7 @@ func TestWorkerSurvivesSIGKILL(t *testing.T) {
 		t.Fatalf("/readyz = %d %s", code, body)
 	}
 
-	total := int64(sc.Expected.Counts.Messages - sc.Expected.Counts.Bad)
+	total := int64(len(sc.Messages) - sc.Expected.Counts.Bad)
 	var killed atomic.Bool
 	killAt := total / 3
 	start := time.Now()
@@ -209,6 +209,12 @@ func TestWorkerSurvivesSIGKILL(t *testing.T) {
 		t.Errorf("killed worker exit code %d, want -1 (signal)", code)
 	}
 	second := startWorker(t, dsn, tq)
+	workflowtest.WaitSettled(t, db, sc.Expected.FirstPhase(), 100*time.Second)
+	lateCtx, lateCancel := context.WithTimeout(context.Background(), time.Minute)
+	defer lateCancel()
+	if err := workflowtest.DeliverAll(lateCtx, c, tq, workflows.DefaultParams(), sc.Late, 4, nil); err != nil {
+		t.Fatalf("deliver the late phase: %v", err)
+	}
 	rep := workflowtest.WaitSettled(t, db, &sc.Expected, 100*time.Second)
 	t.Logf("killed after %d of %d deliveries; settled %v after start; orders %v outcomes %v points %d",
 		killAt, total, time.Since(start).Round(time.Millisecond), rep.OrdersByStatus, rep.EventsByOutcome, rep.Points)

@@ -19,8 +19,9 @@ import (
 )
 
 // TestStreamOnRealServices sends 100 orders' events, shuffled and
-// duplicated, through Deliver to an in-process worker on a fresh database:
-// the invariants hold on the tables and every state query agrees.
+// duplicated, through Deliver to an in-process worker on a fresh database,
+// then the scenario's late phase: the invariants hold on the tables after
+// each phase and every state query agrees.
 func TestStreamOnRealServices(t *testing.T) {
 	c := testenv.RequireTemporal(t)
 	db, _ := testenv.NewDatabase(t)
@@ -37,6 +38,14 @@ func TestStreamOnRealServices(t *testing.T) {
 		t.Fatalf("deliver: %v", err)
 	}
 	delivered := time.Since(start)
+	workflowtest.WaitSettled(t, db, sc.Expected.FirstPhase(), 90*time.Second)
+	// The late phase, once the first has settled: nothing may change but
+	// the audit and the dead letters.
+	lateCtx, lateCancel := context.WithTimeout(context.Background(), time.Minute)
+	defer lateCancel()
+	if err := workflowtest.DeliverAll(lateCtx, c, tq, workflows.DefaultParams(), sc.Late, 8, nil); err != nil {
+		t.Fatalf("deliver the late phase: %v", err)
+	}
 	rep := workflowtest.WaitSettled(t, db, &sc.Expected, 90*time.Second)
 	t.Logf("%d messages (%d events, %d duplicates, %d conflicts) for %d orders: delivered in %v, settled in %v; orders %v, outcomes %v, points %d",
 		sc.Expected.Counts.Messages, sc.Expected.Counts.Events, sc.Expected.Counts.Duplicates, sc.Expected.Counts.Conflicts,

@@ -31,14 +31,18 @@ import (
 )
 
 // Scenario generates orders orders whose events are shuffled and duplicated,
-// with cancellations, open orders, data updates, gaps and a few conflicting
-// copies, but no malformed messages (those never reach Temporal).
+// with cancellations (some naming another user), open orders, data updates,
+// gaps and a few conflicting copies, but no malformed messages (those never
+// reach Temporal); and a late phase (Late: illegal events, conflicting
+// copies differing in every field, late arrivals) to deliver once the first
+// phase has settled (WaitSettled on Expected.FirstPhase()).
 func Scenario(t testing.TB, prefix string, orders int, seed int64) *scenario.Scenario {
 	t.Helper()
 	s, err := scenario.Generate(scenario.Options{
 		Orders: orders, Seed: seed, Prefix: prefix,
 		DupRate: 0.5, Reorder: 1, CancelRate: 0.3, OpenRate: 0.15, UpdateRate: 0.2, GapRate: 0.1,
-		Conflicts: orders / 30,
+		UserChangeRate: 0.5, Conflicts: orders / 30,
+		Illegal: orders / 10, LateConflicts: orders / 30, LateRate: 0.1,
 	})
 	if err != nil {
 		t.Fatalf("generate scenario: %v", err)
