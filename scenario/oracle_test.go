@@ -127,7 +127,7 @@ func compare(t *testing.T, label string, exp *scenario.Expected, m *model) {
 	for _, o := range exp.Orders {
 		got := m.cur[o.OrderID]
 		if got == nil {
-			fail("order %s never applied", o.OrderID)
+			t.Fatalf("%s: order %s never applied", label, o.OrderID)
 		}
 		if string(got.Status) != string(o.Status) || got.Version != o.Version || got.AmountCents != o.AmountCents || got.UserID != o.UserID {
 			fail("order %s ended %s v%d %d¢ user %d, expected %s v%d %d¢ user %d", o.OrderID,
