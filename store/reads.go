@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/orderflow/orderflow/message"
 )
 
 // DeadLetterRow is a parked message as stored.
@@ -21,6 +23,19 @@ type DeadLetterRow struct {
 	TimesSeen   int64     `json:"times_seen"`
 	FirstSeenAt time.Time `json:"first_seen_at"`
 	LastSeenAt  time.Time `json:"last_seen_at"`
+	// ReplayedAt is when `orderflow dlq replay` re-delivered the message
+	// (nil: never), and ReplayOutcome the decision recorded for it then.
+	ReplayedAt    *time.Time `json:"replayed_at,omitempty"`
+	ReplayOutcome string     `json:"replay_outcome,omitempty"`
+}
+
+// Envelope is the parked message as the bridge received it, to parse or
+// deliver again. A compressed body whose inflation was refused is parked
+// compressed with message.OversizeCompressed's reason; its envelope says so.
+func (d DeadLetterRow) Envelope() message.Envelope {
+	env := message.NewEnvelope(d.Topic, d.MessageID, d.Keys, d.Tags, d.Body, time.Time{}, false)
+	env.InflateRefused = d.Reason == message.OversizeCompressed().Reason
+	return env
 }
 
 // Kind is the rejection kind of the dead letter: its reason's first word
@@ -41,6 +56,8 @@ type DeadLetterFilter struct {
 	OrderID string
 	// Since keeps the dead letters last seen at or after it.
 	Since time.Time
+	// AfterID keeps the dead letters whose id is greater (paging).
+	AfterID int64
 	// Limit bounds how many rows DeadLetters returns (default 100).
 	Limit int
 }
@@ -61,13 +78,18 @@ func (f DeadLetterFilter) where() (string, []any) {
 		conds = append(conds, `last_seen_at >= ?`)
 		args = append(args, f.Since)
 	}
+	if f.AfterID > 0 {
+		conds = append(conds, `id > ?`)
+		args = append(args, f.AfterID)
+	}
 	if len(conds) == 0 {
 		return "true", nil
 	}
 	return strings.Join(conds, " AND "), args
 }
 
-const deadLetterColumns = `id, topic, message_id, keys, tags, body, reason, times_seen, first_seen_at, last_seen_at`
+const deadLetterColumns = `id, topic, message_id, keys, tags, body, reason, times_seen, first_seen_at, last_seen_at,
+	replayed_at, coalesce(replay_outcome, '')`
 
 // DeadLetters returns the dead letters f selects, oldest first, at most
 // f.Limit of them.
@@ -135,6 +157,12 @@ func (s *Store) DeadLetter(ctx context.Context, id int64) (DeadLetterRow, bool, 
 
 func scanDeadLetter(r interface{ Scan(...any) error }) (DeadLetterRow, error) {
 	var d DeadLetterRow
-	err := r.Scan(&d.ID, &d.Topic, &d.MessageID, &d.Keys, &d.Tags, &d.Body, &d.Reason, &d.TimesSeen, &d.FirstSeenAt, &d.LastSeenAt)
+	var replayed sql.NullTime
+	err := r.Scan(&d.ID, &d.Topic, &d.MessageID, &d.Keys, &d.Tags, &d.Body, &d.Reason, &d.TimesSeen, &d.FirstSeenAt, &d.LastSeenAt,
+		&replayed, &d.ReplayOutcome)
+	if replayed.Valid {
+		t := replayed.Time
+		d.ReplayedAt = &t
+	}
 	return d, err
 }
