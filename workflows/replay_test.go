@@ -15,6 +15,7 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -38,9 +39,12 @@ import (
 // under a version prefix and replay too: testdata/v0-* (regular activities,
 // before workflow.GetVersion("local-db-activities")), testdata/v1-* (version
 // 1: local activities, one status upsert per event), testdata/v2-* (version
-// 2: one status upsert per batch; signals of bare events). The unprefixed
-// files are version 3 (ledger reconciled on load and on duplicates;
-// signals carry the source message).
+// 2: one status upsert per batch; signals of bare events), testdata/v3-*
+// (version 3: ledger reconciled on load and on duplicates; signals carry
+// the source message; recorded before the steps carried summaries). The
+// unprefixed files are version 3 with a summary on every database step
+// (user metadata, which replay does not compare: the v3-* files replay
+// against the same code).
 const recordEnv = "ORDERFLOW_RECORD_HISTORIES"
 
 // replayScenarios are the scenarios that must have at least one recorded
@@ -67,6 +71,48 @@ func TestReplayRecordedHistories(t *testing.T) {
 				t.Fatalf("replay %s: %v", f, err)
 			}
 		})
+	}
+}
+
+// TestRecordedHistoriesCarrySummaries reads the step summaries the real
+// server stored with the current workflow's database steps: the UI shows
+// these lines in the order's event history.
+func TestRecordedHistoriesCarrySummaries(t *testing.T) {
+	for file, want := range map[string][]string{
+		"in-order.json": {"load the order from PostgreSQL", "v1 CREATED → applied", "v2 PAID → applied, +129 points",
+			"+129 points (purchase) for user 42", "v3 SHIPPED → applied", "v4 DELIVERED → applied", "v5 COMPLETED → applied"},
+		"reordered-duplicates.json": {"load the order from PostgreSQL", "v3 SHIPPED → applied, over a gap, +129 points",
+			"+129 points (purchase) for user 42", "v1 CREATED → stale, order at v3", "v2 PAID → stale, order at v3",
+			"v4 DELIVERED → applied", "v5 COMPLETED → applied", "v4 DELIVERED → conflict, parked"},
+		"cancel-after-pay.json": {"load the order from PostgreSQL", "v1 CREATED → applied", "v2 PAID → applied, +129 points",
+			"+129 points (purchase) for user 42", "v3 CANCELLED → applied, -129 points", "-129 points (refund) for user 42",
+			"v4 SHIPPED → illegal after CANCELLED"},
+	} {
+		f, err := os.Open(filepath.Join("testdata", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+		f.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		var got []string
+		for _, e := range h.Events {
+			if e.GetEventType() != enumspb.EVENT_TYPE_MARKER_RECORDED || e.GetMarkerRecordedEventAttributes().GetMarkerName() != "LocalActivity" {
+				continue
+			}
+			var summary string
+			if p := e.GetUserMetadata().GetSummary(); p != nil {
+				if err := converter.GetDefaultDataConverter().FromPayload(p, &summary); err != nil {
+					t.Fatalf("%s: decode summary: %v", file, err)
+				}
+			}
+			got = append(got, summary)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: step summaries\n%q\nwant\n%q", file, got, want)
+		}
 	}
 }
 

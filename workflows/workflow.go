@@ -141,6 +141,7 @@ func OrderWorkflow(ctx workflow.Context, in Input) (Result, error) {
 	if err := r.upsertStatus(); err != nil {
 		return Result{}, err
 	}
+	r.showDetails("")
 	return r.loop(workflow.GetSignalChannel(ctx, api.SignalEvent))
 }
 
@@ -161,6 +162,8 @@ type run struct {
 	// reconcile is true when a fresh run and a duplicate signal write the
 	// ledger rows the order is due but that are missing.
 	reconcile bool
+	// last is the last decision, as the current details show it.
+	last string
 }
 
 // acts is the receiver of the activities' method values: the worker runs
@@ -168,12 +171,26 @@ type run struct {
 var acts *activities.Activities
 
 // execute runs the activity as a local activity or a regular one, as the
-// run's version says.
-func (r *run) execute(activity, arg any) workflow.Future {
+// run's version says, with summary as the step's one-line summary in the
+// event history (user metadata, which replay does not compare).
+func (r *run) execute(activity, arg any, summary string) workflow.Future {
 	if r.local {
-		return workflow.ExecuteLocalActivity(r.ctx, activity, arg)
+		o := LocalActivityOptions()
+		o.Summary = summary
+		return workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(r.ctx, o), activity, arg)
 	}
-	return workflow.ExecuteActivity(r.ctx, activity, arg)
+	o := ActivityOptions()
+	o.Summary = summary
+	return workflow.ExecuteActivity(workflow.WithActivityOptions(r.ctx, o), activity, arg)
+}
+
+// showDetails sets the workflow's current details (CurrentDetails) with
+// last as the last decision.
+func (r *run) showDetails(last string) {
+	if last != "" {
+		r.last = last
+	}
+	workflow.SetCurrentDetails(r.root, CurrentDetails(r.state, r.last))
 }
 
 func (s State) clone() State {
@@ -192,7 +209,7 @@ func (s State) clone() State {
 // rehydrate loads the order and its recorded business keys from PostgreSQL.
 func (r *run) rehydrate(orderID string) error {
 	var res activities.LoadOrderResult
-	if err := r.execute(acts.LoadOrder, orderID).Get(r.ctx, &res); err != nil {
+	if err := r.execute(acts.LoadOrder, orderID, SummaryLoadOrder).Get(r.ctx, &res); err != nil {
 		return fmt.Errorf("load order %s: %w", orderID, err)
 	}
 	r.state = State{
@@ -362,44 +379,48 @@ func (r *run) handle(in Delivery) error {
 	if err := e.Validate(); err != nil {
 		r.state.Failed++
 		logger.Error("invalid event signalled, ignored", "error", err)
+		r.showDetails("an invalid signal, ignored")
 		return nil
 	}
 	if e.OrderID != r.state.OrderID {
 		r.state.Failed++
 		logger.Error("event of another order signalled, ignored", "event_order_id", e.OrderID)
+		r.showDetails(fmt.Sprintf("an event of order %s, ignored", e.OrderID))
 		return nil
 	}
 	hash := e.ContentHash()
 	if h, ok := r.state.Recorded[e.Version]; ok && h == hash {
 		r.state.Counts[fsm.Duplicate]++
 		logger.Debug("duplicate event skipped")
+		r.showDetails(fmt.Sprintf("v%d %s → duplicate, skipped", e.Version, e.Status))
 		if r.reconcile {
 			return r.reconcilePoints(logger)
 		}
 		return nil
 	}
 
-	var cur *fsm.Order
-	if r.state.Exists {
-		o := r.state.Order
-		cur = &o
-	}
-	local := fsm.Decide(cur, e)
+	// The step's summary is the workflow's own decision, known before the
+	// step; the database's, authoritative, is its result.
+	local := r.expect(e)
 
 	var res activities.ApplyEventResult
-	err := r.execute(acts.ApplyEvent, activities.ApplyEventInput{Event: e, Source: in.Source}).Get(ctx, &res)
+	err := r.execute(acts.ApplyEvent, activities.ApplyEventInput{Event: e, Source: in.Source},
+		DecisionSummary(e, local)).Get(ctx, &res)
 	if err != nil {
 		if temporal.IsCanceledError(err) {
 			return err
 		}
 		r.state.Failed++
 		logger.Error("event could not be applied, ignored", "invalid_input", isNonRetryable(err), "error", err)
+		r.showDetails(fmt.Sprintf("v%d %s → not applied (%s)", e.Version, e.Status, firstLine(err.Error(), 200)))
 		return nil
 	}
 	d := res.Decision
+	last := DecisionSummary(e, d)
 	if d.Outcome != local.Outcome {
 		logger.Info("database decision differs from the workflow's", "workflow_outcome", local.Outcome,
 			"outcome", d.Outcome, "repeat", res.Repeat)
+		last += fmt.Sprintf(" (database; the workflow expected %s)", local.Outcome)
 	}
 	if _, ok := r.state.Recorded[e.Version]; !ok {
 		r.state.Recorded[e.Version] = hash
@@ -439,6 +460,7 @@ func (r *run) handle(in Delivery) error {
 	if err := r.reconcilePoints(logger); err != nil {
 		return err
 	}
+	r.showDetails(last)
 	if r.coalesce {
 		return nil // the caller upserts once the pending signals are handled
 	}
@@ -452,7 +474,7 @@ func (r *run) award(kind fsm.PointsKind, points, version int64, logger log.Logge
 	in := activities.AwardPointsInput{OrderID: r.state.OrderID, UserID: r.state.Order.PointsUser(), Kind: kind,
 		Points: points, Version: version}
 	var pr activities.AwardPointsResult
-	if err := r.execute(acts.AwardPoints, in).Get(ctx, &pr); err != nil {
+	if err := r.execute(acts.AwardPoints, in, PointsSummary(kind, points, in.UserID)).Get(ctx, &pr); err != nil {
 		if temporal.IsCanceledError(err) {
 			return err
 		}

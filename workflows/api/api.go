@@ -21,6 +21,10 @@ const (
 	SignalEvent = "order-event"
 	// QueryState returns the workflow's state (workflows.State).
 	QueryState = "state"
+	// QueryMetadata is Temporal's built-in query of a workflow's user
+	// metadata (go.temporal.io/api/sdk/v1.WorkflowMetadata): its current
+	// details, which OrderWorkflow keeps up to date, as the UI shows them.
+	QueryMetadata = "__temporal_workflow_metadata"
 	// SearchAttributeOrderStatus is the Keyword search attribute that holds
 	// the order's current status, so the UI lists orders by status.
 	SearchAttributeOrderStatus = "OrderStatus"
