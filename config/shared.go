@@ -2,7 +2,9 @@ package config
 
 import (
 	"fmt"
+	"net/url"
 	"os"
+	"strings"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
@@ -19,6 +21,7 @@ const (
 	DefaultTopic             = "ORDER_EVENTS"
 	DefaultConsumerGroup     = "orderflow-bridge"
 	DefaultLogLevel          = "info"
+	DefaultTemporalUI        = "http://127.0.0.1:8233"
 )
 
 // Config is the configuration shared by orderflow's processes. Each binary
@@ -52,6 +55,9 @@ type Config struct {
 	ConsumerGroup string
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
+	// TemporalUI is the base URL of the Temporal UI, for links to an
+	// order's workflow.
+	TemporalUI string
 }
 
 // The shared settings.
@@ -88,6 +94,7 @@ var (
 	Topic         = Setting{Flag: "topic", Env: "ORDERFLOW_TOPIC", Usage: "RocketMQ topic of order events"}
 	ConsumerGroup = Setting{Flag: "consumer-group", Env: "ORDERFLOW_CONSUMER_GROUP", Usage: "RocketMQ consumer group of the bridge"}
 	LogLevel      = Setting{Flag: "log-level", Env: "ORDERFLOW_LOG_LEVEL", Usage: "log level: debug, info, warn or error"}
+	TemporalUI    = Setting{Flag: "temporal-ui", Env: "TEMPORAL_UI", Usage: "base URL of the Temporal UI, for links to an order's workflow"}
 )
 
 // Defaults returns the configuration with every default.
@@ -160,6 +167,16 @@ func (c *Config) RegisterConsumerGroup(s *Set) {
 // RegisterLog registers the log level.
 func (c *Config) RegisterLog(s *Set) {
 	s.String(&c.LogLevel, DefaultLogLevel, LogLevel)
+}
+
+// RegisterTemporalUI registers the base URL of the Temporal UI.
+func (c *Config) RegisterTemporalUI(s *Set) {
+	s.String(&c.TemporalUI, DefaultTemporalUI, TemporalUI)
+}
+
+// WorkflowURL is the Temporal UI's page of the workflow id in namespace.
+func (c *Config) WorkflowURL(namespace, id string) string {
+	return strings.TrimRight(c.TemporalUI, "/") + "/namespaces/" + url.PathEscape(namespace) + "/workflows/" + url.PathEscape(id)
 }
 
 // temporalEnv maps the Temporal environment configuration's variables to

@@ -6,6 +6,7 @@
 //	orderflow dlq list [flags]  the parked messages (-summary: counts by reason)
 //	orderflow dlq show ID       one parked message, raw
 //	orderflow audit [flags]     check the invariants on the live tables
+//	orderflow why ORDER_ID [V]  everything known about one order, and why each event was decided so
 //
 // Every subcommand takes the same configuration as the worker and the
 // bridge (flags and environment variables; `orderflow SUBCOMMAND -h` lists
@@ -39,6 +40,7 @@ var commands = []command{
 	{"check", "wait until a published scenario settles and check the five invariants", runCheck},
 	{"dlq", "the parked messages: dlq list [-reason KIND] [-order ID] [-since T] [-summary], dlq show ID", runDLQ},
 	{"audit", "check the invariants on the live tables; exit 1 listing every violation", runAudit},
+	{"why", "explain one order: why ORDER_ID [VERSION]", runWhy},
 }
 
 // errUsage marks an error about the command line (exit status 2).
