@@ -20,18 +20,20 @@ import (
 // errNotFound marks a lookup that found nothing (exit status 1).
 var errNotFound = errors.New("not found")
 
-// runDLQ is `orderflow dlq list|show`: the parked messages.
+// runDLQ is `orderflow dlq list|show|replay`: the parked messages.
 func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return fmt.Errorf("%w: dlq needs a subcommand: list or show", errUsage)
+		return fmt.Errorf("%w: dlq needs a subcommand: list, show or replay", errUsage)
 	}
 	switch args[0] {
 	case "list":
 		return runDLQList(ctx, args[1:], stdout, stderr)
 	case "show":
 		return runDLQShow(ctx, args[1:], stdout, stderr)
+	case "replay":
+		return runDLQReplay(ctx, args[1:], stdout, stderr)
 	}
-	return fmt.Errorf("%w: unknown dlq subcommand %q (list, show)", errUsage, args[0])
+	return fmt.Errorf("%w: unknown dlq subcommand %q (list, show, replay)", errUsage, args[0])
 }
 
 // parseSince reads -since: an RFC 3339 time, or a duration back from now.
@@ -106,10 +108,10 @@ func runDLQList(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return writeJSON(stdout, rows)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tREASON\tKEYS\tTAG\tSEEN\tLAST SEEN\tMESSAGE ID")
+	fmt.Fprintln(tw, "ID\tREASON\tKEYS\tTAG\tSEEN\tLAST SEEN\tMESSAGE ID\tREPLAYED")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, cut(r.Reason, 60), cut(r.Keys, 40), r.Tags, r.TimesSeen,
-			r.LastSeenAt.UTC().Format(time.RFC3339), r.MessageID)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, cut(r.Reason, 60), cut(r.Keys, 40), r.Tags, r.TimesSeen,
+			r.LastSeenAt.UTC().Format(time.RFC3339), r.MessageID, replayed(r))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -159,6 +161,9 @@ func runDLQShow(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fmt.Fprintf(stdout, "dead letter %d\n  reason:     %s\n  kind:       %s\n  topic:      %s\n  message ID: %s\n  keys:       %s\n  tag:        %s\n"+
 		"  times seen: %d (first %s, last %s)\n", d.ID, d.Reason, d.Kind(), d.Topic, d.MessageID, d.Keys, d.Tags, d.TimesSeen,
 		d.FirstSeenAt.UTC().Format(time.RFC3339), d.LastSeenAt.UTC().Format(time.RFC3339))
+	if d.ReplayedAt != nil {
+		fmt.Fprintf(stdout, "  replayed:   %s\n", replayed(d))
+	}
 	if utf8.Valid(d.Body) && !strings.ContainsRune(string(d.Body), 0) {
 		fmt.Fprintf(stdout, "  body (%d bytes):\n%s\n", len(d.Body), d.Body)
 	} else {

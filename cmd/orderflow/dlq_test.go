@@ -119,7 +119,7 @@ func TestDLQCommands(t *testing.T) {
 		{[]string{"dlq", "show", "99999999"}, 1, "not found"},
 		{[]string{"dlq", "show", "abc"}, 2, "not a dead letter ID"},
 		{[]string{"dlq", "show"}, 2, "one dead letter ID"},
-		{[]string{"dlq"}, 2, "list or show"},
+		{[]string{"dlq"}, 2, "list, show or replay"},
 		{[]string{"dlq", "purge"}, 2, "purge"},
 		{[]string{"dlq", "list", "-since", "yesterday"}, 2, "yesterday"},
 		{[]string{"dlq", "list", "-database-url", "postgres://nobody:planted-pw@127.0.0.1:1/none?sslmode=disable&connect_timeout=2"}, 1, "127.0.0.1:1"},

@@ -5,6 +5,7 @@
 //	orderflow check [flags]     wait until a published scenario settles and check the five invariants
 //	orderflow dlq list [flags]  the parked messages (-summary: counts by reason)
 //	orderflow dlq show ID       one parked message, raw
+//	orderflow dlq replay        re-deliver parked messages that are valid events (-dry-run: only say what it would do)
 //	orderflow audit [flags]     check the invariants on the live tables
 //	orderflow why ORDER_ID [V]  everything known about one order, and why each event was decided so
 //
@@ -38,7 +39,7 @@ type command struct {
 var commands = []command{
 	{"publish", "publish a scenario of order events and write its expected final state (-late FILE: its late phase)", runPublish},
 	{"check", "wait until a published scenario settles and check the five invariants", runCheck},
-	{"dlq", "the parked messages: dlq list [-reason KIND] [-order ID] [-since T] [-summary], dlq show ID", runDLQ},
+	{"dlq", "the parked messages: dlq list [-reason KIND] [-order ID] [-since T] [-summary], dlq show ID, dlq replay [-dry-run]", runDLQ},
 	{"audit", "check the invariants on the live tables; exit 1 listing every violation", runAudit},
 	{"why", "explain one order: why ORDER_ID [VERSION]", runWhy},
 }

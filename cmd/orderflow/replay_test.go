@@ -1,0 +1,221 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orderflow/orderflow/fsm"
+	"github.com/orderflow/orderflow/internal/uniq"
+	"github.com/orderflow/orderflow/message"
+)
+
+type replayOutput struct {
+	Summary replaySummary `json:"summary"`
+	Items   []replayItem  `json:"items"`
+}
+
+// dlq replay on the real workflow: a dry run classifies every dead letter
+// and changes nothing; a replay re-delivers the valid events through the
+// workflow, marks them with the decision the workflow recorded, keeps
+// invalid messages and conflicts as they are, and a second replay does
+// nothing new.
+func TestDLQReplay(t *testing.T) {
+	p := newPipeline(t)
+	ctx := context.Background()
+	a, b, c, d := uniq.Name("rp-a"), uniq.Name("rp-b"), uniq.Name("rp-c"), uniq.Name("rp-d")
+	// Through the workflow: a at v1; b at v1 then v3 (v2 missing); c
+	// cancelled at v2; a conflicting copy of a's v1, parked by the workflow.
+	conflicting := event(a, 1, fsm.Created, 700)
+	conflicting.UserID = 43
+	p.deliver(event(a, 1, fsm.Created, 700), event(b, 1, fsm.Created, 100), event(b, 3, fsm.Paid, 100),
+		event(c, 1, fsm.Created, 100), event(c, 2, fsm.Cancelled, 100), conflicting)
+	p.waitRecorded(a, 1, 1)
+	p.waitRecorded(b, 2, 0)
+	p.waitRecorded(c, 2, 0)
+
+	// Valid events parked by an older rule (as a bridge of an earlier
+	// release might have), and messages still invalid.
+	park := func(env message.Envelope, reason string) int64 {
+		t.Helper()
+		r, err := p.s.ParkDeadLetter(ctx, message.DeadLetter{Envelope: env, Reason: reason})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.ID
+	}
+	oldRule := "invalid_field: amount_cents: must be below 500 (a rule since dropped)"
+	ids := map[string]int64{
+		"a-v2-applied":   park(envelope(event(a, 2, fsm.Paid, 700)), oldRule),
+		"a-v1-duplicate": park(envelope(event(a, 1, fsm.Created, 700)), oldRule),
+		"b-v2-stale":     park(envelope(event(b, 2, fsm.Created, 100)), oldRule),
+		"c-v3-illegal":   park(envelope(event(c, 3, fsm.Shipped, 100)), oldRule),
+		"d-v1-new-order": park(envelope(event(d, 1, fsm.Created, 900)), oldRule),
+		"malformed":      park(message.NewEnvelope("ORDER_EVENTS", "M-bad", a, "PAID", []byte(`{"order_id":`), time.Time{}, false), "malformed_json: unexpected end of JSON input"),
+		"compressed":     park(message.NewEnvelope("ORDER_EVENTS", "M-zip", a, "PAID", []byte{0x78, 0xda, 0xff}, time.Time{}, false), message.OversizeCompressed().Reason),
+	}
+	h, err := p.s.OrderHistory(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids["conflict"] = h.DeadLetters[0].ID
+	want := map[string][2]string{ // now, action of a replay
+		"a-v2-applied":   {"applied", actionDelivered},
+		"a-v1-duplicate": {"duplicate", actionDelivered},
+		"b-v2-stale":     {"stale", actionDelivered},
+		"c-v3-illegal":   {"illegal", actionDelivered},
+		"d-v1-new-order": {"applied", actionDelivered},
+		"malformed":      {"invalid", actionKept},
+		"compressed":     {"invalid", actionKept},
+		"conflict":       {"conflict", actionKept},
+	}
+	byID := func(out replayOutput) map[int64]replayItem {
+		m := map[int64]replayItem{}
+		for _, it := range out.Items {
+			m[it.ID] = it
+		}
+		return m
+	}
+	replay := func(extra ...string) (int, replayOutput, string) {
+		t.Helper()
+		code, out, errOut := runCmd(append(append([]string{"dlq", "replay"}, p.env()...), append(extra, "-json")...)...)
+		var r replayOutput
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("dlq replay %v: exit %d, %v\n%s%s", extra, code, err, out, errOut)
+		}
+		return code, r, out + errOut
+	}
+	snapshot := func() string {
+		var rows []map[string]any
+		if err := p.db.Raw(`SELECT 'o' AS t, order_id AS k, version::text || status AS v FROM orders
+			UNION ALL SELECT 'e', order_id || '@' || version, outcome || times_seen FROM order_events
+			UNION ALL SELECT 'l', order_id || kind, points::text FROM points_ledger
+			UNION ALL SELECT 'd', id::text, times_seen || coalesce(replay_outcome, '') FROM dead_letters ORDER BY 1, 2`).
+			Scan(&rows).Error; err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(rows)
+	}
+
+	// The dry run says what a replay would do, and changes nothing.
+	before := snapshot()
+	code, dry, out := replay("-dry-run")
+	if code != 0 || !dry.Summary.DryRun || len(dry.Items) != len(want) {
+		t.Fatalf("dry run: exit %d\n%s", code, out)
+	}
+	got := byID(dry)
+	for name, w := range want {
+		action := w[1]
+		if action == actionDelivered {
+			action = actionWouldDeliver
+		}
+		if it := got[ids[name]]; it.Now != w[0] || it.Action != action {
+			t.Errorf("dry run of %s: now %q, action %q; want %q, %q (%+v)", name, it.Now, it.Action, w[0], action, it)
+		}
+	}
+	if it := got[ids["compressed"]]; !strings.HasPrefix(it.Reason, "oversize:") {
+		t.Errorf("a compressed body refused inflation is judged %q, want its oversize reason", it.Reason)
+	}
+	if after := snapshot(); after != before {
+		t.Errorf("the dry run changed the database:\nbefore %s\nafter  %s", before, after)
+	}
+	// The table for people.
+	if code, out, errOut := runCmd(append(append([]string{"dlq", "replay"}, p.env()...), "-dry-run")...); code != 0 ||
+		!strings.Contains(out, "would deliver") || !strings.Contains(out, "dry run: 8 dead letters: 5 would deliver, 3 kept") {
+		t.Errorf("dry run table: exit %d\n%s%s", code, out, errOut)
+	}
+
+	// Filters select what a replay looks at.
+	if _, r, out := replay("-dry-run", "-order", c); len(r.Items) != 1 || r.Items[0].ID != ids["c-v3-illegal"] {
+		t.Errorf("dry run -order %s:\n%s", c, out)
+	}
+	if _, r, out := replay("-dry-run", "-reason", "conflict"); len(r.Items) != 1 || r.Items[0].ID != ids["conflict"] {
+		t.Errorf("dry run -reason conflict:\n%s", out)
+	}
+
+	// The replay.
+	code, real, out := replay()
+	if code != 0 {
+		t.Fatalf("replay: exit %d\n%s", code, out)
+	}
+	got = byID(real)
+	for name, w := range want {
+		it := got[ids[name]]
+		wantOutcome := ""
+		if w[1] == actionDelivered {
+			wantOutcome = w[0]
+		}
+		if it.Action != w[1] || it.Outcome != wantOutcome {
+			t.Errorf("replay of %s: action %q outcome %q, want %q %q (%+v)", name, it.Action, it.Outcome, w[1], wantOutcome, it)
+		}
+		dl, _, err := p.s.DeadLetter(ctx, ids[name])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (dl.ReplayedAt != nil) != (w[1] == actionDelivered) || dl.ReplayOutcome != wantOutcome {
+			t.Errorf("dead letter %s after the replay: replayed %v with %q, want %q", name, dl.ReplayedAt, dl.ReplayOutcome, wantOutcome)
+		}
+		if w[1] == actionKept && dl.TimesSeen != 1 {
+			t.Errorf("dead letter %s kept, but seen %d times", name, dl.TimesSeen)
+		}
+	}
+	// The workflow applied what was applicable: a paid (with its points), d
+	// created.
+	ha, _ := p.s.OrderHistory(ctx, a)
+	hd, _ := p.s.OrderHistory(ctx, d)
+	if ha.Order.Status != fsm.Paid || ha.Order.Version != 2 || !hd.Found || hd.Order.Status != fsm.Created {
+		t.Errorf("after the replay: a %+v, d %+v", ha.Order, hd.Order)
+	}
+	waitUntil(t, 30*time.Second, func() error {
+		if h, _ := p.s.OrderHistory(ctx, a); len(h.Ledger) != 1 || h.Ledger[0].Points != 7 {
+			return fmt.Errorf("ledger of %s: %+v", a, h.Ledger)
+		}
+		return nil
+	})
+
+	// Again: nothing new.
+	before = snapshot()
+	code, again, out := replay()
+	if code != 0 || again.Summary.Actions[actionDelivered] != 0 || again.Summary.Actions[actionAlready] != 5 ||
+		again.Summary.Actions[actionKept] != 3 {
+		t.Errorf("second replay: exit %d\n%s", code, out)
+	}
+	time.Sleep(time.Second) // anything delivered by mistake would land now
+	if after := snapshot(); after != before {
+		t.Errorf("the second replay changed the database:\nbefore %s\nafter  %s", before, after)
+	}
+	if code, out, errOut := runCmd("dlq", "show", "-database-url", p.dsn, fmt.Sprint(ids["a-v2-applied"])); code != 0 ||
+		!strings.Contains(out, "replayed:   applied ") {
+		t.Errorf("dlq show of a replayed dead letter: exit %d\n%s%s", code, out, errOut)
+	}
+
+	// Failure paths: Temporal down (a valid dead letter stays unmarked),
+	// the database down, bad usage.
+	e := uniq.Name("rp-e")
+	pending := park(envelope(event(e, 1, fsm.Created, 100)), oldRule)
+	dead, deadAddr := downDatabase(t)
+	for _, c := range []struct {
+		args []string
+		code int
+		says string
+	}{
+		{[]string{"dlq", "replay", "-database-url", p.dsn, "-temporal-address", "127.0.0.1:1", "-temporal-timeout", "2s", "-order", e}, 1,
+			"Temporal at 127.0.0.1:1 (namespace default) is unreachable"},
+		{[]string{"dlq", "replay", "-database-url", dead}, 1, "PostgreSQL at postgres://orderflow:xxxxx@" + deadAddr},
+		{[]string{"dlq", "replay", "-limit", "0"}, 2, "-limit 0"},
+		{[]string{"dlq", "replay", "-since", "last week"}, 2, "last week"},
+		{[]string{"dlq", "replay", "17"}, 2, "unexpected arguments"},
+		{[]string{"dlq", "replay", "-dry-run=maybe"}, 2, "dry-run"},
+	} {
+		code, out, errOut := runCmd(c.args...)
+		if code != c.code || !strings.Contains(out+errOut, c.says) || strings.Contains(out+errOut, "planted-pw") {
+			t.Errorf("orderflow %v: exit %d, want %d saying %q (and no password):\n%s%s", c.args, code, c.code, c.says, out, errOut)
+		}
+	}
+	if dl, _, _ := p.s.DeadLetter(ctx, pending); dl.ReplayedAt != nil {
+		t.Errorf("a dead letter was marked replayed although Temporal was down: %+v", dl)
+	}
+}
