@@ -8,6 +8,7 @@
 //	orderflow dlq replay        re-deliver parked messages that are valid events (-dry-run: only say what it would do)
 //	orderflow audit [flags]     check the invariants on the live tables
 //	orderflow why ORDER_ID [V]  everything known about one order, and why each event was decided so
+//	orderflow prune [flags]     remove the order_events rows and dead letters of orders terminal for longer than -older-than
 //
 // Every subcommand takes the same configuration as the worker and the
 // bridge (flags and environment variables; `orderflow SUBCOMMAND -h` lists
@@ -42,6 +43,7 @@ var commands = []command{
 	{"dlq", "the parked messages: dlq list [-reason KIND] [-order ID] [-since T] [-summary], dlq show ID, dlq replay [-dry-run]", runDLQ},
 	{"audit", "check the invariants on the live tables; exit 1 listing every violation", runAudit},
 	{"why", "explain one order: why ORDER_ID [VERSION]", runWhy},
+	{"prune", "remove the details of orders finished long ago: prune -older-than 30d [-dry-run]", runPrune},
 }
 
 // errUsage marks an error about the command line (exit status 2).
