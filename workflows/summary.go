@@ -85,7 +85,18 @@ func CurrentDetails(s State, last string) string {
 	if s.Order.Status.Terminal() && !s.TerminalAt.IsZero() {
 		b.WriteString(" · waiting for late events")
 	}
-	b.WriteString("\n")
+	b.WriteString("\n" + Counts(s))
+	if last != "" {
+		b.WriteString("\nlast: " + last)
+	}
+	return b.String()
+}
+
+// Counts is the line of CurrentDetails that counts the signals handled per
+// outcome, the gaps and the failures: "applied 3 · stale 1 · duplicate 1 ·
+// conflict 1 · illegal 0 · 1 gap".
+func Counts(s State) string {
+	var b strings.Builder
 	for i, o := range fsm.Outcomes {
 		if i > 0 {
 			b.WriteString(" · ")
@@ -97,9 +108,6 @@ func CurrentDetails(s State, last string) string {
 	}
 	if s.Failed > 0 {
 		fmt.Fprintf(&b, " · %d failed", s.Failed)
-	}
-	if last != "" {
-		b.WriteString("\nlast: " + last)
 	}
 	return b.String()
 }

@@ -72,7 +72,8 @@ type workflowReport struct {
 	// State is the state query's answer (a running workflow) or the state
 	// the latest run completed with.
 	State *workflows.State `json:"state,omitempty"`
-	// Details are the workflow's current details as the UI shows them.
+	// Details are a running workflow's current details as the UI shows
+	// them.
 	Details string `json:"details,omitempty"`
 	// Problems lists what could not be read (a query no worker answered).
 	Problems []string `json:"problems,omitempty"`
@@ -133,7 +134,6 @@ func describeWorkflow(ctx context.Context, c *temporalConn, cfg config.Config, o
 			r.Problems = append(r.Problems, fmt.Sprintf("result: %v", err))
 		} else {
 			r.State, r.CloseReason = &res.State, res.Reason
-			r.Details = workflows.CurrentDetails(res.State, "")
 		}
 	}
 	return r, nil

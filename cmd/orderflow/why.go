@@ -14,6 +14,7 @@ import (
 	"github.com/orderflow/orderflow/config"
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/store"
+	"github.com/orderflow/orderflow/workflows"
 )
 
 // whyReport is the JSON answer of `orderflow why`.
@@ -184,9 +185,12 @@ func describeOutcome(e store.EventRow) string {
 	if e.Reason != "" {
 		b.WriteString(": " + e.Reason)
 	}
-	fmt.Fprintf(&b, "; seen %d time(s)", e.TimesSeen)
-	if e.Conflicts > 0 {
-		fmt.Fprintf(&b, ", and %d delivery(ies) with other content were parked as conflicts", e.Conflicts)
+	fmt.Fprintf(&b, "; seen %s", times(e.TimesSeen))
+	switch {
+	case e.Conflicts == 1:
+		b.WriteString("; 1 delivery with other content was parked as a conflict")
+	case e.Conflicts > 1:
+		fmt.Fprintf(&b, "; %d deliveries with other content were parked as conflicts", e.Conflicts)
 	}
 	return b.String()
 }
@@ -201,6 +205,17 @@ func bodyVersion(body []byte) int64 {
 	}
 	n, _ := v.Version.Int64()
 	return n
+}
+
+// times is a count of sightings in words: once, twice, 3 times.
+func times(n int64) string {
+	switch n {
+	case 1:
+		return "once"
+	case 2:
+		return "twice"
+	}
+	return fmt.Sprintf("%d times", n)
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
@@ -268,7 +283,7 @@ func printWhy(w io.Writer, r whyReport) error {
 			if n := bodyVersion(d.Body); n > 0 {
 				v = strconv.FormatInt(n, 10)
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", d.ID, v, cut(d.Reason, 90), d.TimesSeen, stamp(d.LastSeenAt), replayed(d))
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", d.ID, v, cut(d.Reason, 110), d.TimesSeen, stamp(d.LastSeenAt), replayed(d))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -308,6 +323,9 @@ func printWhy(w io.Writer, r whyReport) error {
 			if st := wf.State; st != nil {
 				fmt.Fprintf(w, "  state:   %s v%d, %+d points, %d signal(s) in this run, chain of %d run(s)\n", st.Status(), st.Order.Version,
 					st.Points, st.Processed, st.Runs)
+				if wf.Details == "" {
+					fmt.Fprintf(w, "  counts:  %s\n", workflows.Counts(*st))
+				}
 			}
 			if wf.Details != "" {
 				fmt.Fprintf(w, "  details: %s\n", strings.ReplaceAll(strings.ReplaceAll(wf.Details, "**", ""), "\n", "\n           "))
