@@ -258,7 +258,9 @@ func printWhy(w io.Writer, r whyReport) error {
 
 	fmt.Fprintf(w, "\nbusiness keys (%d):\n", len(h.Events))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "VERSION\tSTATUS\tOUTCOME\tGAP\tPOINTS\tSEEN\tCONFLICTS\tFIRST SEEN\tLAST SEEN\tREASON")
+	if len(h.Events) > 0 {
+		fmt.Fprintln(tw, "VERSION\tSTATUS\tOUTCOME\tGAP\tPOINTS\tSEEN\tCONFLICTS\tFIRST SEEN\tLAST SEEN\tREASON")
+	}
 	for _, e := range h.Events {
 		gap, pts := "", ""
 		if e.Gap {
