@@ -232,7 +232,7 @@ func deliverDeadLetters(ctx context.Context, db *store.Store, cfg config.Config,
 		err := workflows.Deliver(dctx, c, cfg.TaskQueue, params, it.event, &src)
 		cancel()
 		if err != nil {
-			return fmt.Errorf("Temporal at %s: dead letter %d: %w", c.addr, it.ID, err)
+			return fmt.Errorf("the Temporal server at %s: dead letter %d: %w", c.addr, it.ID, err)
 		}
 		it.Action, it.Outcome = actionDelivered, store.ReplayDelivered
 		if it.recorded && it.Now == string(fsm.Duplicate) {

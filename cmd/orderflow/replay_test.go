@@ -203,7 +203,7 @@ func TestDLQReplay(t *testing.T) {
 		says string
 	}{
 		{[]string{"dlq", "replay", "-database-url", p.dsn, "-temporal-address", "127.0.0.1:1", "-temporal-timeout", "2s", "-order", e}, 1,
-			"Temporal at 127.0.0.1:1 (namespace default) is unreachable"},
+			"the Temporal server at 127.0.0.1:1 (namespace default) is unreachable"},
 		{[]string{"dlq", "replay", "-database-url", dead}, 1, "PostgreSQL at postgres://orderflow:xxxxx@" + deadAddr},
 		{[]string{"dlq", "replay", "-limit", "0"}, 2, "-limit 0"},
 		{[]string{"dlq", "replay", "-since", "last week"}, 2, "last week"},

@@ -42,7 +42,7 @@ func dialTemporal(ctx context.Context, cfg config.Config, timeout time.Duration)
 	defer cancel()
 	c, err := client.DialContext(dctx, opts)
 	if err != nil {
-		return nil, fmt.Errorf("Temporal at %s (namespace %s) is unreachable: %w", opts.HostPort, opts.Namespace, err)
+		return nil, fmt.Errorf("the Temporal server at %s (namespace %s) is unreachable: %w", opts.HostPort, opts.Namespace, err)
 	}
 	return &temporalConn{Client: c, addr: opts.HostPort, namespace: opts.Namespace}, nil
 }
@@ -92,7 +92,7 @@ func describeWorkflow(ctx context.Context, c *temporalConn, cfg config.Config, o
 		return r, nil
 	}
 	if err != nil {
-		return r, fmt.Errorf("Temporal at %s: describe %s: %w", c.addr, id, err)
+		return r, fmt.Errorf("the Temporal server at %s: describe %s: %w", c.addr, id, err)
 	}
 	info := d.GetWorkflowExecutionInfo()
 	r.Found = true

@@ -117,13 +117,13 @@ func TestWhy(t *testing.T) {
 		{[]string{"why", "-database-url", dead, id}, 1, "PostgreSQL at postgres://orderflow:xxxxx@" + deadAddr},
 		// Temporal down: the database's part is printed, then the failure.
 		{[]string{"why", "-database-url", p.dsn, "-temporal-address", "127.0.0.1:1", "-temporal-timeout", "2s", id}, 1,
-			"Temporal at 127.0.0.1:1 (namespace default) is unreachable"},
+			"the Temporal server at 127.0.0.1:1 (namespace default) is unreachable"},
 	} {
 		code, out, errOut := runCmd(c.args...)
 		if code != c.code || !strings.Contains(out+errOut, c.says) || strings.Contains(out+errOut, "planted-pw") {
 			t.Errorf("orderflow %v: exit %d, want %d saying %q (and no password):\n%s%s", c.args, code, c.code, c.says, out, errOut)
 		}
-		if c.code == 1 && strings.Contains(c.says, "Temporal at") && !strings.Contains(out, "business keys (2)") {
+		if c.code == 1 && strings.Contains(c.says, "Temporal server at") && !strings.Contains(out, "business keys (2)") {
 			t.Errorf("with Temporal down, why did not print what the database knows:\n%s", out)
 		}
 	}
