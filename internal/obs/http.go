@@ -39,7 +39,9 @@ const CheckTimeout = 3 * time.Second
 
 // Server serves /metrics (the registry), /healthz (200 while the process
 // serves) and /readyz (200 when every check passes, 503 otherwise, with a
-// JSON body naming each check's result).
+// JSON body naming each check's result). The readiness checks are exported
+// on /metrics too (see ReadyMetric), so that alerts see a process that runs
+// but is not ready.
 type Server struct {
 	logger *slog.Logger
 	srv    *http.Server
@@ -50,14 +52,27 @@ type Server struct {
 	done   chan error
 }
 
-// NewServer listens on addr (":0" picks a free port; see Addr) and prepares
-// the handlers. Call Start to serve and Shutdown to stop.
+// Names of the readiness metrics: ReadyMetric is 1 when every readiness
+// check passes (when /readyz answers 200), 0 otherwise; ReadyCheckMetric is
+// 1 or 0 per check, labelled check. The checks run at each scrape.
+const (
+	ReadyMetric      = "orderflow_ready"
+	ReadyCheckMetric = "orderflow_ready_check"
+)
+
+// NewServer listens on addr (":0" picks a free port; see Addr), registers
+// the readiness metrics on reg and prepares the handlers. Call Start to
+// serve and Shutdown to stop.
 func NewServer(addr string, reg *prometheus.Registry, logger *slog.Logger, checks ...Check) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("obs: listen on %s: %w", addr, err)
 	}
 	s := &Server{logger: logger, ln: ln, checks: checks}
+	if err := reg.Register(newReadiness(s)); err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("obs: register readiness metrics: %w", err)
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -150,4 +165,44 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 		Ready  bool          `json:"ready"`
 		Checks []CheckResult `json:"checks"`
 	}{ok, results})
+}
+
+// readiness exports the server's readiness checks as gauges, running them
+// at each scrape.
+type readiness struct {
+	s     *Server
+	ready *prometheus.Desc
+	check *prometheus.Desc
+}
+
+func newReadiness(s *Server) *readiness {
+	return &readiness{
+		s: s,
+		ready: prometheus.NewDesc(ReadyMetric,
+			"1 when every readiness check passes (/readyz answers 200), 0 otherwise; the checks run at each scrape.", nil, nil),
+		check: prometheus.NewDesc(ReadyCheckMetric,
+			"1 when the readiness check passes, 0 otherwise, by check.", []string{"check"}, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (r *readiness) Describe(ch chan<- *prometheus.Desc) {
+	ch <- r.ready
+	ch <- r.check
+}
+
+// Collect implements prometheus.Collector.
+func (r *readiness) Collect(ch chan<- prometheus.Metric) {
+	ok, results := r.s.RunChecks(context.Background())
+	ch <- prometheus.MustNewConstMetric(r.ready, prometheus.GaugeValue, boolValue(ok))
+	for _, c := range results {
+		ch <- prometheus.MustNewConstMetric(r.check, prometheus.GaugeValue, boolValue(c.OK), c.Name)
+	}
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

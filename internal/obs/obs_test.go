@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -64,7 +65,8 @@ func TestServerEndpoints(t *testing.T) {
 	c.Add(7)
 	m.SDKHandler.Counter("temporal_test_counter").Inc(2)
 
-	failing := true
+	var failing atomic.Bool
+	failing.Store(true)
 	logger := NewLogger(io.Discard, slog.LevelInfo, "test")
 	s, err := NewServer("127.0.0.1:0", m.Registry, logger,
 		Check{Name: "always", Check: func(context.Context) error { return nil }})
@@ -72,7 +74,7 @@ func TestServerEndpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.AddCheck(Check{Name: "flaky", Check: func(context.Context) error {
-		if failing {
+		if failing.Load() {
 			return errors.New("down")
 		}
 		return nil
@@ -87,9 +89,21 @@ func TestServerEndpoints(t *testing.T) {
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, `"name":"flaky","ok":false,"error":"down"`) {
 		t.Errorf("/readyz with a failing check = %d %s", code, body)
 	}
-	failing = false
+	_, body = get(t, base+"/metrics")
+	for _, want := range []string{"\norderflow_ready 0\n", `orderflow_ready_check{check="always"} 1`, `orderflow_ready_check{check="flaky"} 0`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics with a failing check lacks %q", want)
+		}
+	}
+	failing.Store(false)
 	if code, body := get(t, base+"/readyz"); code != 200 || !strings.Contains(body, `"ready":true`) {
 		t.Errorf("/readyz with passing checks = %d %s", code, body)
+	}
+	_, body = get(t, base+"/metrics")
+	for _, want := range []string{"\norderflow_ready 1\n", `orderflow_ready_check{check="flaky"} 1`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics with passing checks lacks %q", want)
+		}
 	}
 
 	// The SDK scope flushes once a second.
@@ -115,6 +129,19 @@ func TestServerEndpoints(t *testing.T) {
 	}
 	if _, err := http.Get(base + "/healthz"); err == nil {
 		t.Error("server still answers after Shutdown")
+	}
+}
+
+func TestNewServerRegistersReadinessOnce(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	logger := NewLogger(io.Discard, slog.LevelInfo, "t")
+	s, err := NewServer("127.0.0.1:0", reg, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	if _, err := NewServer("127.0.0.1:0", reg, logger); err == nil || !strings.Contains(err.Error(), "readiness") {
+		t.Fatalf("a second server on the same registry: err = %v, want a readiness registration error", err)
 	}
 }
 
