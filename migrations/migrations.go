@@ -35,13 +35,26 @@ const lockID int64 = 0x6f72646572666c6f
 // a database/sql driver (pgx stdlib). It is a no-op when the schema is
 // current.
 func Up(ctx context.Context, db *sql.DB) error {
+	_, err := Apply(ctx, db)
+	return err
+}
+
+// Result is what Apply did: the migration files it applied, in order, and
+// the schema version afterwards.
+type Result struct {
+	Applied []string
+	Version int64
+}
+
+// Apply is Up, reporting what it applied and the resulting schema version.
+func Apply(ctx context.Context, db *sql.DB) (Result, error) {
 	locker, err := lock.NewPostgresSessionLocker(
 		lock.WithLockID(lockID),
 		// Poll every second for up to five minutes.
 		lock.WithLockTimeout(1, 300),
 	)
 	if err != nil {
-		return fmt.Errorf("migrations: session locker: %w", err)
+		return Result{}, fmt.Errorf("migrations: session locker: %w", err)
 	}
 	p, err := goose.NewProvider(goose.DialectPostgres, db, FS,
 		goose.WithSessionLocker(locker),
@@ -49,17 +62,22 @@ func Up(ctx context.Context, db *sql.DB) error {
 		goose.WithSlog(slog.Default().With("component", "migrations")),
 	)
 	if err != nil {
-		return fmt.Errorf("migrations: goose provider: %w", err)
+		return Result{}, fmt.Errorf("migrations: goose provider: %w", err)
 	}
 	results, err := p.Up(ctx)
 	if err != nil {
-		return fmt.Errorf("migrations: up: %w", err)
+		return Result{}, fmt.Errorf("migrations: up: %w", err)
 	}
+	var res Result
 	for _, r := range results {
 		slog.InfoContext(ctx, "migration applied",
 			"version", r.Source.Version, "file", r.Source.Path, "duration", r.Duration)
+		res.Applied = append(res.Applied, r.Source.Path)
 	}
-	return nil
+	if res.Version, err = p.GetDBVersion(ctx); err != nil {
+		return res, fmt.Errorf("migrations: schema version: %w", err)
+	}
+	return res, nil
 }
 
 // Fingerprint is the hex SHA-256 of every migration file's name and content.

@@ -4,6 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"io/fs"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -117,6 +120,33 @@ func TestUpTwiceIsNoop(t *testing.T) {
 	}
 	if got := gooseVersions(t, db); len(got) != len(versions) {
 		t.Errorf("goose versions %v after second Up, want %v", got, versions)
+	}
+}
+
+func TestApplyReportsWhatItDid(t *testing.T) {
+	db := sqlDB(t, false)
+	ctx := context.Background()
+	files, err := fs.Glob(migrations.FS, "*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := migrations.Apply(ctx, db)
+	if err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	if !slices.Equal(res.Applied, files) {
+		t.Errorf("Apply on an empty database applied %v, want %v", res.Applied, files)
+	}
+	last, err := strconv.ParseInt(strings.SplitN(files[len(files)-1], "_", 2)[0], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Version != last {
+		t.Errorf("version after Apply = %d, want %d", res.Version, last)
+	}
+	again, err := migrations.Apply(ctx, db)
+	if err != nil || len(again.Applied) != 0 || again.Version != last {
+		t.Errorf("second Apply = %+v, %v; want nothing applied, version %d", again, err, last)
 	}
 }
 

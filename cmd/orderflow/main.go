@@ -9,6 +9,7 @@
 //	orderflow audit [flags]     check the invariants on the live tables
 //	orderflow why ORDER_ID [V]  everything known about one order, and why each event was decided so
 //	orderflow prune [flags]     remove the order_events rows and dead letters of orders terminal for longer than -older-than
+//	orderflow migrate [flags]   apply the pending schema migrations, then exit
 //
 // Every subcommand takes the same configuration as the worker and the
 // bridge (flags and environment variables; `orderflow SUBCOMMAND -h` lists
@@ -44,6 +45,7 @@ var commands = []command{
 	{"audit", "check the invariants on the live tables; exit 1 listing every violation", runAudit},
 	{"why", "explain one order: why ORDER_ID [VERSION]", runWhy},
 	{"prune", "remove the details of orders finished long ago: prune -older-than 30d [-dry-run]", runPrune},
+	{"migrate", "apply the pending schema migrations, then exit (the worker and the bridge also migrate on start)", runMigrate},
 }
 
 // errUsage marks an error about the command line (exit status 2).

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
+
+	"github.com/orderflow/orderflow/config"
+	"github.com/orderflow/orderflow/migrations"
+)
+
+// migratePing is how often migrate tries an unreachable database again.
+const migratePing = 2 * time.Second
+
+// runMigrate is `orderflow migrate`: wait until PostgreSQL answers, apply
+// the pending schema migrations, print the schema version and exit. The
+// worker and the bridge migrate on start too; this is for a deployment
+// step (the Helm chart's migration Job) that migrates before they roll out.
+func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var (
+		cfg     config.Config
+		timeout time.Duration
+	)
+	s := config.NewSet("migrate", "Usage: orderflow migrate [flags]   (apply the pending schema migrations, then exit)", stderr)
+	cfg.RegisterDatabase(s)
+	s.Duration(&timeout, 5*time.Minute, config.Own("ORDERFLOW_MIGRATE_", "timeout",
+		"how long to wait for PostgreSQL to answer and for another process's migration to finish"))
+	if err := parse(s, args); err != nil {
+		return err
+	}
+	if timeout <= 0 {
+		return fmt.Errorf("%w: -timeout must be positive, got %s", errUsage, timeout)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	where := config.Redact(cfg.DatabaseURL)
+	db, err := sql.Open("pgx", cfg.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("PostgreSQL at %s: %w", where, redactErr(err, cfg.DatabaseURL))
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(2)
+	for {
+		err := db.PingContext(ctx)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("PostgreSQL at %s did not answer within %s: %w", where, timeout, redactErr(err, cfg.DatabaseURL))
+		}
+		fmt.Fprintf(stderr, "waiting for PostgreSQL at %s: %v\n", where, redactErr(err, cfg.DatabaseURL))
+		select {
+		case <-ctx.Done():
+		case <-time.After(migratePing):
+		}
+	}
+	res, err := migrations.Apply(ctx, db)
+	if err != nil {
+		return fmt.Errorf("migrate PostgreSQL at %s: %w", where, redactErr(err, cfg.DatabaseURL))
+	}
+	if len(res.Applied) == 0 {
+		fmt.Fprintf(stdout, "schema is current at version %d\n", res.Version)
+		return nil
+	}
+	fmt.Fprintf(stdout, "applied %s; schema at version %d\n", strings.Join(res.Applied, ", "), res.Version)
+	return nil
+}
+
+// redactErr replaces the database URL, should an error quote it, by its
+// redacted form.
+func redactErr(err error, url string) error {
+	if err == nil || url == "" || !strings.Contains(err.Error(), url) {
+		return err
+	}
+	return errors.New(strings.ReplaceAll(err.Error(), url, config.Redact(url)))
+}

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/orderflow/orderflow/internal/testenv"
+)
+
+func TestMigrateAppliesThenFindsTheSchemaCurrent(t *testing.T) {
+	_, dsn := testenv.NewEmptyDatabase(t)
+	t.Setenv("DATABASE_URL", dsn)
+	ctx := context.Background()
+	migrate := func() (int, string) {
+		var out, errOut bytes.Buffer
+		code := run(ctx, []string{"migrate", "-timeout", "1m"}, &out, &errOut)
+		return code, out.String() + errOut.String()
+	}
+	code, out := migrate()
+	if code != 0 || !strings.Contains(out, "applied 00001_orders.sql, ") || !strings.Contains(out, "schema at version ") {
+		t.Fatalf("migrate on an empty database: exit %d\n%s", code, out)
+	}
+	code, out = migrate()
+	if code != 0 || !strings.HasPrefix(out, "schema is current at version ") {
+		t.Fatalf("migrate again: exit %d\n%s", code, out)
+	}
+	// The tables are there: audit reads them.
+	var aout, aerr bytes.Buffer
+	if code := run(ctx, []string{"audit", "-settle", "0s"}, &aout, &aerr); code != 0 {
+		t.Errorf("audit after migrate: exit %d\n%s%s", code, aout.String(), aerr.String())
+	}
+}
+
+func TestMigrateUnreachableNamesTheDatabaseNotItsPassword(t *testing.T) {
+	// A port nothing listens on, with a password to hide.
+	u := url.URL{Scheme: "postgres", User: url.UserPassword("orderflow", "planted-secret-pw"),
+		Host: "127.0.0.1:1", Path: "/orderflow", RawQuery: "sslmode=disable&connect_timeout=1"}
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"migrate", "-timeout", "2s", "-database-url", u.String()}, &out, &errOut)
+	text := out.String() + errOut.String()
+	if code != 1 || !strings.Contains(text, "127.0.0.1:1") || !strings.Contains(text, "did not answer within 2s") {
+		t.Errorf("migrate with PostgreSQL unreachable: exit %d, want 1 naming the address and the wait\n%s", code, text)
+	}
+	testenv.NoSecrets(t, "migrate's output", text, "planted-secret-pw")
+}
+
+func TestMigrateUsage(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"migrate", "-h"}, 0},
+		{[]string{"migrate", "extra"}, 2},
+		{[]string{"migrate", "-timeout", "0s"}, 2},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(context.Background(), c.args, &out, &errOut); code != c.code {
+			t.Errorf("%v: exit %d, want %d\n%s%s", c.args, code, c.code, out.String(), errOut.String())
+		}
+	}
+}
