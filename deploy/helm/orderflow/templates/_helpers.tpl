@@ -1,0 +1,184 @@
+{{/* The chart's name, shortened to Kubernetes' 63 characters. */}}
+{{- define "orderflow.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The release's full name: the release name when it contains the chart's
+name, else <release>-<chart>. Resource names are <fullname>-worker,
+<fullname>-bridge, ...
+*/}}
+{{- define "orderflow.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "orderflow.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels of every resource. */}}
+{{- define "orderflow.labels" -}}
+helm.sh/chart: {{ include "orderflow.chart" . }}
+app.kubernetes.io/name: {{ include "orderflow.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: orderflow
+{{- end }}
+
+{{/* Selector labels of a component: include with (dict "ctx" $ "component" "worker"). */}}
+{{- define "orderflow.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "orderflow.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{- define "orderflow.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
+{{- end }}
+{{- end }}
+
+{{- define "orderflow.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "orderflow.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* The Secret holding DATABASE_URL and the other secret settings. */}}
+{{- define "orderflow.secretName" -}}
+{{- if .Values.secrets.create }}
+{{- include "orderflow.fullname" . }}
+{{- else }}
+{{- required "secrets.existingSecret: name the Secret holding DATABASE_URL (or set secrets.create=true)" .Values.secrets.existingSecret }}
+{{- end }}
+{{- end }}
+
+{{/* Environment variables from a map of name to value; empty values are left out. */}}
+{{- define "orderflow.envMap" -}}
+{{- range $name, $value := . }}
+{{- if ne (toString $value) "" }}
+- name: {{ $name }}
+  value: {{ toString $value | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* One variable from the Secret. */}}
+{{- define "orderflow.secretEnv" -}}
+- name: {{ .name }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "orderflow.secretName" .ctx }}
+      key: {{ .name }}
+      optional: {{ .optional }}
+{{- end }}
+
+{{/* DATABASE_URL, and what the PostgreSQL CA mount needs: every process. */}}
+{{- define "orderflow.databaseEnv" -}}
+{{ include "orderflow.secretEnv" (dict "ctx" . "name" "DATABASE_URL" "optional" false) }}
+{{- end }}
+
+{{/* The Temporal API key and the mTLS file paths: worker and bridge. */}}
+{{- define "orderflow.temporalEnv" -}}
+{{ include "orderflow.secretEnv" (dict "ctx" . "name" "TEMPORAL_API_KEY" "optional" true) }}
+{{- with .Values.temporalTLS }}
+{{- if .secretName }}
+{{- if .clientCertKey }}
+- name: TEMPORAL_TLS_CLIENT_CERT_PATH
+  value: {{ printf "/etc/orderflow/temporal-tls/%s" .clientCertKey | quote }}
+{{- end }}
+{{- if .clientKeyKey }}
+- name: TEMPORAL_TLS_CLIENT_KEY_PATH
+  value: {{ printf "/etc/orderflow/temporal-tls/%s" .clientKeyKey | quote }}
+{{- end }}
+{{- if .serverCACertKey }}
+- name: TEMPORAL_TLS_SERVER_CA_CERT_PATH
+  value: {{ printf "/etc/orderflow/temporal-tls/%s" .serverCACertKey | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Volumes for the TLS files; include with (dict "ctx" $ "temporal" true). */}}
+{{- define "orderflow.tlsVolumes" -}}
+{{- $ctx := .ctx }}
+{{- if and .temporal $ctx.Values.temporalTLS.secretName }}
+- name: temporal-tls
+  secret:
+    secretName: {{ $ctx.Values.temporalTLS.secretName }}
+    items:
+      {{- range $key := list $ctx.Values.temporalTLS.clientCertKey $ctx.Values.temporalTLS.clientKeyKey $ctx.Values.temporalTLS.serverCACertKey }}
+      {{- if $key }}
+      - key: {{ $key }}
+        path: {{ $key }}
+      {{- end }}
+      {{- end }}
+{{- end }}
+{{- if $ctx.Values.postgresTLS.secretName }}
+- name: postgres-tls
+  secret:
+    secretName: {{ $ctx.Values.postgresTLS.secretName }}
+    items:
+      - key: {{ $ctx.Values.postgresTLS.caKey }}
+        path: ca.crt
+{{- end }}
+{{- end }}
+
+{{- define "orderflow.tlsVolumeMounts" -}}
+{{- $ctx := .ctx }}
+{{- if and .temporal $ctx.Values.temporalTLS.secretName }}
+- name: temporal-tls
+  mountPath: /etc/orderflow/temporal-tls
+  readOnly: true
+{{- end }}
+{{- if $ctx.Values.postgresTLS.secretName }}
+- name: postgres-tls
+  mountPath: /etc/orderflow/postgres-tls
+  readOnly: true
+{{- end }}
+{{- end }}
+
+{{/* Pod annotations that roll the pods when the chart's Secret changes. */}}
+{{- define "orderflow.checksums" -}}
+{{- if .Values.secrets.create }}
+checksum/secret: {{ include (print $.Template.BasePath "/secret.yaml") . | sha256sum }}
+{{- end }}
+{{- end }}
+
+{{/* The probes on the metrics port. */}}
+{{- define "orderflow.probes" -}}
+startupProbe:
+  httpGet:
+    path: /healthz
+    port: metrics
+  periodSeconds: {{ .Values.probes.startup.periodSeconds }}
+  failureThreshold: {{ .Values.probes.startup.failureThreshold }}
+livenessProbe:
+  httpGet:
+    path: /healthz
+    port: metrics
+  periodSeconds: {{ .Values.probes.liveness.periodSeconds }}
+  timeoutSeconds: {{ .Values.probes.liveness.timeoutSeconds }}
+  failureThreshold: {{ .Values.probes.liveness.failureThreshold }}
+readinessProbe:
+  httpGet:
+    path: /readyz
+    port: metrics
+  periodSeconds: {{ .Values.probes.readiness.periodSeconds }}
+  timeoutSeconds: {{ .Values.probes.readiness.timeoutSeconds }}
+  failureThreshold: {{ .Values.probes.readiness.failureThreshold }}
+{{- end }}
