@@ -90,10 +90,18 @@ test-short:
 
 ## test: bring the stack up, then vet and run every test against it
 test: up lint
+	@ORDERFLOW_CACHE=$(ORDERFLOW_CACHE) GO=$(GO) scripts/deploy-check.sh
 	$(GO) test $(RACE) $(GOTEST_FLAGS) $$($(GO) list ./... | grep -v -E '$(MQ_MATCH)|$(SERIAL_MATCH)')
 	$(GO) test $(GOTEST_FLAGS) $$($(GO) list ./... | grep -E '$(MQ_MATCH)')
 	$(GO) test $(RACE) $(GOTEST_FLAGS) -run '$(MQ_RACE_TESTS)' ./internal/mq
 	$(GO) test $(GOTEST_FLAGS) $$($(GO) list ./... | grep -E '$(SERIAL_MATCH)')
+
+## deploy-check: helm lint and helm template of deploy/helm/orderflow (default,
+## production and ci values), validated by kubeconform; helm, kubeconform and
+## the Kubernetes schemas come from the module proxy (scripts/deploy-check.sh)
+.PHONY: deploy-check
+deploy-check:
+	@ORDERFLOW_CACHE=$(ORDERFLOW_CACHE) GO=$(GO) scripts/deploy-check.sh
 
 ## bench: start the stack, then measure the Temporal ceiling, orderflow end to
 ## end, the direct-consumer baseline and the scaling table (BENCHMARKS.md)
