@@ -413,6 +413,25 @@ pg_status() {
 
 # ---------------------------------------------------------------- Temporal
 
+# Profiles (ORDERFLOW_TEMPORAL_PROFILE, or `make up TEMPORAL=...`):
+#   dev     `temporal server start-dev` of the Temporal CLI: one process, a
+#           SQLite file in WAL mode, the Web UI built in (the default; `make
+#           demo` and `make test` use it, and the end-to-end test restarts it)
+#   server  the Temporal server (go.temporal.io/server) on the local
+#           PostgreSQL, its services in one process, with a chosen number of
+#           history shards, and the Web UI server beside it (see
+#           "profile server" below)
+# Each profile keeps its files apart, so switching needs a `make down` first
+# but loses nothing.
+TEMPORAL_PROFILE=${ORDERFLOW_TEMPORAL_PROFILE:-dev}
+case $TEMPORAL_PROFILE in
+dev | server) ;;
+*)
+	echo "stack: unknown Temporal profile '$TEMPORAL_PROFILE' (known: dev, server)" >&2
+	exit 2
+	;;
+esac
+
 TEMPORAL_BIN=$CACHE/temporal-$TEMPORAL_VERSION/temporal
 TEMPORAL_DIR=$DATA/temporal
 TEMPORAL_PID=$TEMPORAL_DIR/temporal.pid
@@ -447,6 +466,10 @@ temporal_healthy() {
 temporal_healthy_or_gone() { ! temporal_running || temporal_healthy; }
 
 temporal_up() {
+	if [ "$TEMPORAL_PROFILE" = server ]; then
+		tserver_up
+		return
+	fi
 	[ -x "$TEMPORAL_BIN" ] || temporal_build
 	mkdir -p "$TEMPORAL_DIR"
 	if temporal_running && ! wait_until "$HEALTH_TIMEOUT" temporal_healthy_or_gone; then
@@ -454,6 +477,8 @@ temporal_up() {
 	fi
 	if temporal_running; then
 		say temporal "running (127.0.0.1:$TEMPORAL_PORT)"
+	elif tserver_on_port; then
+		fail temporal "the server profile runs on 127.0.0.1:$TEMPORAL_PORT; stop it first with: make down TEMPORAL=server"
 	elif port_open "$TEMPORAL_PORT" && temporal_healthy; then
 		external temporal "Temporal server on 127.0.0.1:$TEMPORAL_PORT with search attribute OrderStatus"
 		return 0
@@ -477,15 +502,422 @@ temporal_up() {
 	say temporal "healthy: 127.0.0.1:$TEMPORAL_PORT, UI http://127.0.0.1:$TEMPORAL_UI_PORT"
 }
 
-temporal_down() { stop_pid temporal "$TEMPORAL_PID" "start-dev"; }
+temporal_down() {
+	if [ "$TEMPORAL_PROFILE" = server ]; then
+		tserver_down
+		return
+	fi
+	stop_pid temporal "$TEMPORAL_PID" "start-dev"
+}
 
 temporal_status() {
+	if [ "$TEMPORAL_PROFILE" = server ]; then
+		tserver_status
+		return
+	fi
 	if temporal_running; then
 		say temporal "running  127.0.0.1:$TEMPORAL_PORT  UI http://127.0.0.1:$TEMPORAL_UI_PORT  pid $(cat "$TEMPORAL_PID")  log $TEMPORAL_LOG"
 	else
 		say temporal "stopped  log $TEMPORAL_LOG$(port_note "$TEMPORAL_PORT")"
 		return 1
 	fi
+}
+
+# ------------------------------------------------ Temporal, profile server
+#
+# The Temporal server built from the Go module proxy (go.temporal.io/server:
+# cmd/server, and cmd/tools/sql, the SQL schema tool, with the schema it
+# embeds), on two databases of the local PostgreSQL on ORDERFLOW_PG_PORT:
+# ORDERFLOW_TEMPORAL_DB (default temporal) and the same name with
+# _visibility, owned by the role temporal (password temporal). Frontend,
+# history, matching and worker run in one process; from the Temporal port P
+# (ORDERFLOW_TEMPORAL_PORT) it takes
+#   P        frontend gRPC, the address clients use
+#   P+1..3   history, matching and worker gRPC
+#   P+4..7   membership of frontend, history, matching and worker
+#   P+8      frontend HTTP API
+#   P+9      the server's Prometheus metrics (/metrics)
+# and the Web UI server (github.com/temporalio/ui-server, the version the CLI
+# embeds) listens on ORDERFLOW_TEMPORAL_UI_PORT.
+#
+# ORDERFLOW_TEMPORAL_SHARDS (default 4) is the number of history shards. It
+# is fixed when the databases are first used (the server would silently keep
+# the first number), so it is written into the database's comment and
+# another number is refused; other databases (ORDERFLOW_TEMPORAL_DB) take
+# another. The dynamic configuration is deploy/temporal/dynamicconfig.yaml
+# (ORDERFLOW_TEMPORAL_DYNAMIC_CONFIG), read again every 10 seconds.
+#
+# One server profile runs per data folder, and it can run beside a dev
+# server (of the same data folder or another) on other ports, for example
+#   ORDERFLOW_TEMPORAL_PROFILE=server ORDERFLOW_TEMPORAL_PORT=7333 \
+#   ORDERFLOW_TEMPORAL_UI_PORT=8333 scripts/stack.sh up temporal
+# (and the same variables with down and status); clients then use
+# TEMPORAL_ADDRESS=127.0.0.1:7333. Two server profiles on one PostgreSQL need
+# different ORDERFLOW_TEMPORAL_DB: a server refuses databases in use.
+
+TSERVER_VERSION=1.29.2
+TSERVER_HOME=$CACHE/temporal-server-$TSERVER_VERSION
+TSERVER_BIN=$TSERVER_HOME/temporal-server
+TSERVER_SQL_TOOL=$TSERVER_HOME/temporal-sql-tool
+TUI_VERSION=2.42.1
+TUI_BIN=$CACHE/temporal-ui-server-$TUI_VERSION/temporal-ui-server
+
+TSERVER_SHARDS=${ORDERFLOW_TEMPORAL_SHARDS:-4}
+TSERVER_DB=${ORDERFLOW_TEMPORAL_DB:-temporal}
+TSERVER_VIS_DB=${TSERVER_DB}_visibility
+TSERVER_DYNAMIC_CONFIG=${ORDERFLOW_TEMPORAL_DYNAMIC_CONFIG:-$ROOT/deploy/temporal/dynamicconfig.yaml}
+# Retention of closed workflows in namespace default.
+TSERVER_RETENTION=24h
+
+TSERVER_DIR=$DATA/temporal-server
+TSERVER_PID=$TSERVER_DIR/temporal-server.pid
+TSERVER_LOG=$LOGS/temporal-server.log
+TSERVER_SCHEMA_LOG=$LOGS/temporal-server-schema.log
+TUI_DIR=$DATA/temporal-ui
+TUI_PID=$TUI_DIR/temporal-ui.pid
+TUI_LOG=$LOGS/temporal-ui.log
+
+# tserver_port N: the server's port P+N (see the table above).
+tserver_port() { echo $((TEMPORAL_PORT + $1)); }
+
+# go_build_into DIR LOG WHAT PACKAGE@VERSION... NAME...: go install the
+# packages from the module proxy into a temporary folder of the cache, rename
+# each binary to its NAME (in the packages' order), then move the folder to
+# DIR, so that DIR is either complete or absent.
+go_build_into() {
+	local dir=$1 log=$2 what=$3 tmp pkg i
+	local pkgs=() names=()
+	shift 3
+	while [ "$#" -gt 0 ] && [[ $1 == *@* ]]; do
+		pkgs+=("$1")
+		shift
+	done
+	names=("$@")
+	command -v go >/dev/null 2>&1 || fail temporal "go not found; install Go 1.26 to build $what"
+	mkdir -p "$CACHE"
+	tmp=$(mktemp -d "$CACHE/.temporal-build.XXXXXX")
+	if ! (cd "$tmp" && GOBIN=$tmp/bin GOFLAGS=-mod=mod go install "${pkgs[@]}") >"$log" 2>&1; then
+		rm -rf "$tmp"
+		fail temporal "building $what from the Go module proxy failed; check network access and GOPROXY, then run make up again" "$log"
+	fi
+	mkdir -p "$tmp/out"
+	for i in "${!pkgs[@]}"; do
+		pkg=${pkgs[$i]%@*}
+		mv "$tmp/bin/${pkg##*/}" "$tmp/out/${names[$i]}"
+	done
+	chmod 755 "$tmp/out" "$tmp/out"/*
+	rm -rf "$dir"
+	mv "$tmp/out" "$dir"
+	rm -rf "$tmp"
+}
+
+tserver_build() {
+	say temporal "building Temporal server v$TSERVER_VERSION and temporal-sql-tool into $TSERVER_HOME (about 10 minutes, once per machine)"
+	go_build_into "$TSERVER_HOME" "$LOGS/temporal-server-build.log" "the Temporal server v$TSERVER_VERSION" \
+		"go.temporal.io/server/cmd/server@v$TSERVER_VERSION" "go.temporal.io/server/cmd/tools/sql@v$TSERVER_VERSION" \
+		temporal-server temporal-sql-tool
+}
+
+tui_build() {
+	say temporal "building the Temporal UI server v$TUI_VERSION into $(dirname "$TUI_BIN") (a few minutes, once per machine)"
+	go_build_into "$(dirname "$TUI_BIN")" "$LOGS/temporal-ui-build.log" "the Temporal UI server v$TUI_VERSION" \
+		"github.com/temporalio/ui-server/v2/cmd/server@v$TUI_VERSION" temporal-ui-server
+}
+
+tserver_running() { pid_alive "$TSERVER_PID" "temporal-server --root"; }
+tui_running() { pid_alive "$TUI_PID" "temporal-ui-server --root"; }
+# One server (and UI) per data folder. tserver_running_port and
+# tui_running_port: the ports they were started with, from their
+# configuration files.
+tserver_running_port() { sed -n 's/^      rpcAddress: 127.0.0.1:\([0-9]*\)$/\1/p' "$TSERVER_DIR/config/orderflow.yaml" 2>/dev/null; }
+tui_running_port() { sed -n 's/^port: \([0-9]*\)$/\1/p' "$TUI_DIR/config/orderflow.yaml" 2>/dev/null; }
+# tserver_on_port: this data folder's server profile serves the Temporal port.
+tserver_on_port() { tserver_running && [ "$(tserver_running_port)" = "$TEMPORAL_PORT" ]; }
+
+# tserver_serving: the frontend on the Temporal port answers health checks.
+tserver_serving() {
+	"$TEMPORAL_BIN" operator cluster health --address "127.0.0.1:$TEMPORAL_PORT" --command-timeout 5s 2>/dev/null | grep -q SERVING
+}
+tserver_serving_or_gone() { ! tserver_running || tserver_serving; }
+
+# tserver_psql ARGS...: psql on database orderflow as role orderflow (which
+# has CREATEROLE and CREATEDB), over TCP, so that it works the same on this
+# clone's PostgreSQL and on another's.
+tserver_psql() {
+	PGPASSWORD=orderflow PGCONNECT_TIMEOUT=5 "$(pg_bindir)/psql" -X -q -h 127.0.0.1 -p "$PG_PORT" \
+		-U orderflow -d orderflow -v ON_ERROR_STOP=1 -v db="$TSERVER_DB" -v visdb="$TSERVER_VIS_DB" "$@"
+}
+
+# tserver_db: role temporal and the two databases, created when missing; the
+# main one is stamped with the number of history shards when it is created,
+# and a different number is refused.
+tserver_db() {
+	local comment shards
+	pg_bindir >/dev/null && pg_external_ok ||
+		fail temporal "the server profile needs PostgreSQL on 127.0.0.1:$PG_PORT with role orderflow; start it with: scripts/stack.sh up postgres"
+	echo "=== $(date -u +%FT%TZ) databases $TSERVER_DB and $TSERVER_VIS_DB" >>"$TSERVER_SCHEMA_LOG"
+	tserver_psql >>"$TSERVER_SCHEMA_LOG" 2>&1 <<EOF || fail temporal "could not create role temporal and databases $TSERVER_DB and $TSERVER_VIS_DB as role orderflow" "$TSERVER_SCHEMA_LOG"
+SELECT 'CREATE ROLE temporal LOGIN PASSWORD ''temporal'''
+WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'temporal') \gexec
+-- Membership lets orderflow create databases owned by temporal.
+SELECT 'GRANT temporal TO orderflow'
+WHERE NOT pg_has_role('orderflow', 'temporal', 'MEMBER') \gexec
+SELECT unnest(ARRAY[format('CREATE DATABASE %I OWNER temporal', :'db'),
+	format('COMMENT ON DATABASE %I IS %L', :'db', 'orderflow Temporal server: $TSERVER_SHARDS history shards')])
+WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = :'db') \gexec
+SELECT format('CREATE DATABASE %I OWNER temporal', :'visdb')
+WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = :'visdb') \gexec
+EOF
+	comment=$(tserver_psql -tA <<<"SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = :'db'" 2>>"$TSERVER_SCHEMA_LOG") || true
+	shards=$(sed -n 's/^orderflow Temporal server: \([0-9]*\) history shards$/\1/p' <<<"$comment")
+	if [ -n "$shards" ] && [ "$shards" != "$TSERVER_SHARDS" ]; then
+		fail temporal "database $TSERVER_DB was set up with $shards history shards, fixed for its lifetime; set ORDERFLOW_TEMPORAL_SHARDS=$shards, or ORDERFLOW_TEMPORAL_DB=${TSERVER_DB}_$TSERVER_SHARDS for new databases with $TSERVER_SHARDS"
+	fi
+}
+
+# tserver_db_unused: no session on the two databases; a second server on
+# them would fight this one over the shards.
+tserver_db_unused() {
+	local n
+	n=$(tserver_psql -tA <<<"SELECT count(*) FROM pg_stat_activity WHERE datname IN (:'db', :'visdb')" 2>>"$TSERVER_SCHEMA_LOG") || return 1
+	[ "$n" = 0 ]
+}
+
+# tserver_sql_tool DATABASE ARGS...: temporal-sql-tool on DATABASE as role temporal.
+tserver_sql_tool() {
+	local db=$1
+	shift
+	SQL_PASSWORD=temporal "$TSERVER_SQL_TOOL" --plugin postgres12_pgx --endpoint 127.0.0.1 --port "$PG_PORT" \
+		--user temporal --database "$db" "$@" >>"$TSERVER_SCHEMA_LOG" 2>&1
+}
+
+# tserver_schema: set up and update the schemas of both databases from the
+# copy embedded in temporal-sql-tool. setup-schema -v 0.0 creates the
+# version tables once; update-schema applies the versions not applied yet.
+tserver_schema() {
+	local db schema
+	for db in "$TSERVER_DB" "$TSERVER_VIS_DB"; do
+		schema=postgresql/v12/temporal
+		if [ "$db" = "$TSERVER_VIS_DB" ]; then schema=postgresql/v12/visibility; fi
+		echo "=== $(date -u +%FT%TZ) schema $schema in database $db" >>"$TSERVER_SCHEMA_LOG"
+		if ! tserver_sql_tool "$db" setup-schema -v 0.0 || ! tserver_sql_tool "$db" update-schema --schema-name "$schema"; then
+			fail temporal "temporal-sql-tool could not set up the schema of database $db: $(last_error "$TSERVER_SCHEMA_LOG")" "$TSERVER_SCHEMA_LOG"
+		fi
+	done
+}
+
+# tserver_write_conf: the server's configuration, config/orderflow.yaml in
+# its folder (the server reads <root>/<config>/<env>.yaml).
+# tserver_forget_members: delete the membership rows that earlier server
+# processes left in the database (none runs now: see tserver_db_unused). A
+# new server would first try to join them, which takes over 30 seconds when
+# their ports changed or are taken by another program.
+tserver_forget_members() {
+	PGPASSWORD=temporal PGCONNECT_TIMEOUT=5 "$(pg_bindir)/psql" -X -q -h 127.0.0.1 -p "$PG_PORT" -U temporal -d "$TSERVER_DB" \
+		-v ON_ERROR_STOP=1 -c 'DELETE FROM cluster_membership' >>"$TSERVER_SCHEMA_LOG" 2>&1 ||
+		fail temporal "could not clear table cluster_membership of database $TSERVER_DB" "$TSERVER_SCHEMA_LOG"
+}
+
+tserver_write_conf() {
+	mkdir -p "$TSERVER_DIR/config"
+	cat >"$TSERVER_DIR/config/orderflow.yaml" <<EOF
+# Written by scripts/stack.sh on every start; edit the script, not this file.
+log:
+  stdout: true
+  level: warn
+
+persistence:
+  defaultStore: default
+  visibilityStore: visibility
+  numHistoryShards: $TSERVER_SHARDS
+  datastores:
+    default:
+      sql:
+        pluginName: postgres12_pgx
+        databaseName: $TSERVER_DB
+        connectAddr: 127.0.0.1:$PG_PORT
+        connectProtocol: tcp
+        user: temporal
+        password: temporal
+        maxConns: 20
+        maxIdleConns: 20
+        maxConnLifetime: 1h
+    visibility:
+      sql:
+        pluginName: postgres12_pgx
+        databaseName: $TSERVER_VIS_DB
+        connectAddr: 127.0.0.1:$PG_PORT
+        connectProtocol: tcp
+        user: temporal
+        password: temporal
+        maxConns: 10
+        maxIdleConns: 10
+        maxConnLifetime: 1h
+
+global:
+  membership:
+    maxJoinDuration: 30s
+    broadcastAddress: 127.0.0.1
+  metrics:
+    prometheus:
+      framework: tally
+      timerType: histogram
+      listenAddress: 127.0.0.1:$(tserver_port 9)
+
+services:
+  frontend:
+    rpc:
+      grpcPort: $TEMPORAL_PORT
+      membershipPort: $(tserver_port 4)
+      httpPort: $(tserver_port 8)
+      bindOnLocalHost: true
+  history:
+    rpc:
+      grpcPort: $(tserver_port 1)
+      membershipPort: $(tserver_port 5)
+      bindOnLocalHost: true
+  matching:
+    rpc:
+      grpcPort: $(tserver_port 2)
+      membershipPort: $(tserver_port 6)
+      bindOnLocalHost: true
+  worker:
+    rpc:
+      grpcPort: $(tserver_port 3)
+      membershipPort: $(tserver_port 7)
+      bindOnLocalHost: true
+
+clusterMetadata:
+  enableGlobalNamespace: false
+  failoverVersionIncrement: 10
+  masterClusterName: active
+  currentClusterName: active
+  clusterInformation:
+    active:
+      enabled: true
+      initialFailoverVersion: 1
+      rpcName: frontend
+      rpcAddress: 127.0.0.1:$TEMPORAL_PORT
+      httpAddress: 127.0.0.1:$(tserver_port 8)
+
+dcRedirectionPolicy:
+  policy: noop
+
+dynamicConfigClient:
+  filepath: $TSERVER_DYNAMIC_CONFIG
+  pollInterval: 10s
+EOF
+}
+
+# tui_write_conf: the UI server's configuration (<root>/config/orderflow.yaml).
+tui_write_conf() {
+	mkdir -p "$TUI_DIR/config"
+	cat >"$TUI_DIR/config/orderflow.yaml" <<EOF
+# Written by scripts/stack.sh on every start; edit the script, not this file.
+temporalGrpcAddress: 127.0.0.1:$TEMPORAL_PORT
+host: 127.0.0.1
+port: $TEMPORAL_UI_PORT
+enableUi: true
+defaultNamespace: default
+notifyOnNewVersion: false
+EOF
+}
+
+# tserver_namespace_ready: namespace default exists with search attribute
+# OrderStatus; registers what is missing with the CLI and answers false, so
+# that wait_until asks again (a namespace just registered reaches the
+# frontend's cache within seconds).
+tserver_namespace_ready() {
+	local addr=(--address "127.0.0.1:$TEMPORAL_PORT" --command-timeout 10s)
+	if ! "$TEMPORAL_BIN" operator namespace describe "${addr[@]}" --namespace default >/dev/null 2>&1; then
+		"$TEMPORAL_BIN" operator namespace create "${addr[@]}" --namespace default --retention "$TSERVER_RETENTION" >>"$TSERVER_LOG" 2>&1
+		return 1
+	fi
+	"$TEMPORAL_BIN" operator search-attribute list "${addr[@]}" --namespace default 2>/dev/null | grep -q OrderStatus && return 0
+	"$TEMPORAL_BIN" operator search-attribute create "${addr[@]}" --namespace default --name OrderStatus --type Keyword >>"$TSERVER_LOG" 2>&1
+	return 1
+}
+
+tserver_up() {
+	local p
+	[[ $TSERVER_SHARDS =~ ^[1-9][0-9]*$ ]] || fail temporal "ORDERFLOW_TEMPORAL_SHARDS must be a positive number, not '$TSERVER_SHARDS'"
+	# The CLI checks health and registers the namespace and search attribute.
+	[ -x "$TEMPORAL_BIN" ] || temporal_build
+	[ -x "$TSERVER_BIN" ] && [ -x "$TSERVER_SQL_TOOL" ] || tserver_build
+	[ -x "$TUI_BIN" ] || tui_build
+	mkdir -p "$TSERVER_DIR" "$TUI_DIR"
+	if tserver_running && ! tserver_on_port; then
+		fail temporal "this data folder's server profile runs on 127.0.0.1:$(tserver_running_port), not $TEMPORAL_PORT; stop it first (scripts/stack.sh down temporal with its ORDERFLOW_TEMPORAL_PORT), or use another ORDERFLOW_DATA"
+	fi
+	if tui_running && [ "$(tui_running_port)" != "$TEMPORAL_UI_PORT" ]; then
+		fail temporal "this data folder's UI server runs on 127.0.0.1:$(tui_running_port), not $TEMPORAL_UI_PORT; stop it first (scripts/stack.sh down temporal with its ports), or use another ORDERFLOW_DATA"
+	fi
+	if tserver_running && ! wait_until "$HEALTH_TIMEOUT" tserver_serving_or_gone; then
+		fail temporal "running but not serving within ${HEALTH_TIMEOUT}s" "$TSERVER_LOG"
+	fi
+	if tserver_running; then
+		say temporal "running (server profile, 127.0.0.1:$TEMPORAL_PORT)"
+	elif ! tui_running && port_open "$TEMPORAL_PORT" && temporal_healthy; then
+		external temporal "Temporal server on 127.0.0.1:$TEMPORAL_PORT with search attribute OrderStatus"
+		return 0
+	else
+		if pid_alive "$TEMPORAL_PID" "start-dev.* --port $TEMPORAL_PORT "; then
+			fail temporal "the dev profile runs on 127.0.0.1:$TEMPORAL_PORT; stop it first (make down), or give the server profile other ports (ORDERFLOW_TEMPORAL_PORT, ORDERFLOW_TEMPORAL_UI_PORT)"
+		fi
+		for p in 0 1 2 3 4 5 6 7 8 9; do require_free_port temporal "$(tserver_port "$p")"; done
+		[ -f "$TSERVER_DYNAMIC_CONFIG" ] || fail temporal "dynamic config file $TSERVER_DYNAMIC_CONFIG not found (ORDERFLOW_TEMPORAL_DYNAMIC_CONFIG)"
+		tserver_db
+		tserver_db_unused || fail temporal "databases $TSERVER_DB and $TSERVER_VIS_DB are in use, probably by another Temporal server; stop it, or give this one other databases with ORDERFLOW_TEMPORAL_DB"
+		tserver_schema
+		tserver_forget_members
+		tserver_write_conf
+		say temporal "starting Temporal server v$TSERVER_VERSION on 127.0.0.1:$TEMPORAL_PORT ($TSERVER_SHARDS history shards, databases $TSERVER_DB and $TSERVER_VIS_DB)"
+		echo "=== $(date -u +%FT%TZ) starting temporal-server" >>"$TSERVER_LOG"
+		spawn "$TSERVER_PID" "$TSERVER_LOG" "$TSERVER_BIN" --root "$TSERVER_DIR" --config config --env orderflow --allow-no-auth start
+	fi
+	if ! wait_until "$HEALTH_TIMEOUT" tserver_serving; then
+		tserver_running || fail temporal "the server exited during startup: $(last_error "$TSERVER_LOG")" "$TSERVER_LOG"
+		fail temporal "frontend 127.0.0.1:$TEMPORAL_PORT not serving within ${HEALTH_TIMEOUT}s" "$TSERVER_LOG"
+	fi
+	wait_until "$HEALTH_TIMEOUT" tserver_namespace_ready ||
+		fail temporal "namespace default with search attribute OrderStatus not registered within ${HEALTH_TIMEOUT}s: $(last_error "$TSERVER_LOG")" "$TSERVER_LOG"
+
+	if tui_running; then
+		say temporal "UI running (http://127.0.0.1:$TEMPORAL_UI_PORT)"
+	else
+		require_free_port temporal "$TEMPORAL_UI_PORT"
+		tui_write_conf
+		say temporal "starting the UI server v$TUI_VERSION on 127.0.0.1:$TEMPORAL_UI_PORT"
+		echo "=== $(date -u +%FT%TZ) starting temporal-ui-server" >>"$TUI_LOG"
+		spawn "$TUI_PID" "$TUI_LOG" "$TUI_BIN" --root "$TUI_DIR" --config config --env orderflow start
+	fi
+	if ! wait_until "$HEALTH_TIMEOUT" temporal_healthy; then
+		tui_running || fail temporal "the UI server exited during startup: $(last_error "$TUI_LOG")" "$TUI_LOG"
+		fail temporal "not healthy within ${HEALTH_TIMEOUT}s (frontend 127.0.0.1:$TEMPORAL_PORT, search attribute OrderStatus, UI :$TEMPORAL_UI_PORT)" "$TSERVER_LOG"
+	fi
+	say temporal "healthy: 127.0.0.1:$TEMPORAL_PORT (server profile, $TSERVER_SHARDS history shards), UI http://127.0.0.1:$TEMPORAL_UI_PORT, metrics http://127.0.0.1:$(tserver_port 9)/metrics"
+}
+
+tserver_down() {
+	stop_pid temporal-ui "$TUI_PID" "temporal-ui-server --root"
+	stop_pid temporal "$TSERVER_PID" "temporal-server --root" 60
+}
+
+tserver_status() {
+	local rc=0
+	if tserver_running; then
+		say temporal "running  127.0.0.1:$(tserver_running_port)  server profile, $(sed -n 's/^  numHistoryShards: //p' "$TSERVER_DIR/config/orderflow.yaml") history shards  pid $(cat "$TSERVER_PID")  log $TSERVER_LOG"
+	else
+		say temporal "stopped  server profile  log $TSERVER_LOG$(port_note "$TEMPORAL_PORT")"
+		rc=1
+	fi
+	if tui_running; then
+		say temporal "UI running  http://127.0.0.1:$(tui_running_port)  pid $(cat "$TUI_PID")  log $TUI_LOG"
+	else
+		say temporal "UI stopped  log $TUI_LOG$(port_note "$TEMPORAL_UI_PORT")"
+		rc=1
+	fi
+	return "$rc"
 }
 
 # ---------------------------------------------------------------- RocketMQ
