@@ -38,6 +38,14 @@ ROCKETMQ ?= $(or $(ORDERFLOW_ROCKETMQ_PROFILE),single)
 ROCKETMQ := $(ROCKETMQ)
 export ORDERFLOW_ROCKETMQ_PROFILE := $(ROCKETMQ)
 
+# The Temporal profile of the local stack: dev (`temporal server start-dev`,
+# the default, for make demo and make test) or server (the Temporal server
+# on the local PostgreSQL, ORDERFLOW_TEMPORAL_SHARDS history shards, default
+# 4); see scripts/stack.sh. `make up TEMPORAL=server` after a `make down`.
+TEMPORAL ?= $(or $(ORDERFLOW_TEMPORAL_PROFILE),dev)
+TEMPORAL := $(TEMPORAL)
+export ORDERFLOW_TEMPORAL_PROFILE := $(TEMPORAL)
+
 .PHONY: up down status deps test test-short lint vet demo bench chaos
 
 ## up: start PostgreSQL, Temporal (UI on :8233) and RocketMQ where not running
