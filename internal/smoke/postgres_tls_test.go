@@ -54,6 +54,11 @@ func TestPostgresTLS(t *testing.T) {
 
 	root := postgresRootCert(t)
 	if _, err := os.Stat(root); err != nil {
+		// Another clone's stack may run the server: its data folder is
+		// the parent of the postmaster's -D.
+		root = runningPostgresRootCert(base.Port())
+	}
+	if _, err := os.Stat(root); err != nil {
 		t.Fatalf("root certificate of the local PostgreSQL: %v; %s, or, when another clone's stack runs PostgreSQL, set ORDERFLOW_DATA to that clone's .data", err, restartPostgres)
 	}
 	verified := withSSL(base, "verify-full", root)
@@ -80,6 +85,39 @@ func postgresRootCert(t *testing.T) string {
 		data = filepath.Join(repoRoot(t), data)
 	}
 	return filepath.Join(data, "postgres-tls", "root.crt")
+}
+
+// runningPostgresRootCert finds a local postmaster listening on port (its
+// -D data directory and -p port, as scripts/stack.sh starts it) and returns
+// the root certificate the stack script published beside its data
+// directory, or "" when there is none.
+func runningPostgresRootCert(port string) string {
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, f := range cmdlines {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+		if len(args) == 0 || filepath.Base(args[0]) != "postgres" {
+			continue
+		}
+		var dir string
+		for i := 0; i+1 < len(args); i++ {
+			if args[i] == "-D" {
+				dir = args[i+1]
+			}
+		}
+		if dir == "" {
+			continue
+		}
+		conf, err := os.ReadFile(filepath.Join(dir, "orderflow.conf"))
+		if err != nil || !strings.Contains(string(conf), "port = "+port+"\n") {
+			continue
+		}
+		return filepath.Join(filepath.Dir(dir), "postgres-tls", "root.crt")
+	}
+	return ""
 }
 
 // withSSL returns base with its TLS parameters replaced by sslmode and, when
