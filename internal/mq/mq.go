@@ -88,7 +88,19 @@ func (s *slogLogger) emit(level slog.Level, msg string, fields map[string]interf
 func (s *slogLogger) Debug(msg string, f map[string]interface{})   { s.emit(slog.LevelDebug, msg, f) }
 func (s *slogLogger) Info(msg string, f map[string]interface{})    { s.emit(slog.LevelInfo, msg, f) }
 func (s *slogLogger) Warning(msg string, f map[string]interface{}) { s.emit(slog.LevelWarn, msg, f) }
-func (s *slogLogger) Error(msg string, f map[string]interface{})   { s.emit(slog.LevelError, msg, f) }
+func (s *slogLogger) Error(msg string, f map[string]interface{}) {
+	if msg == txStateNotCommit {
+		// A rollback or an unknown outcome is a normal answer of a local
+		// transaction, not an error.
+		s.emit(slog.LevelDebug, msg, f)
+		return
+	}
+	s.emit(slog.LevelError, msg, f)
+}
+
+// txStateNotCommit is what the client logs, at error level, whenever a local
+// transaction answers other than commit.
+const txStateNotCommit = "executeLocalTransaction but state unexpected"
 
 // Fatal logs at error level. The client's own logger exits the process on
 // Fatal; orderflow never lets a library end the process.

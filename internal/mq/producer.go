@@ -25,12 +25,16 @@ type Message struct {
 	// ShardingKey picks the queue (the order ID, by the contract), so that
 	// all events of one order share a queue. Empty for a random queue.
 	ShardingKey string
+	// Properties are user properties the message carries besides these.
+	Properties map[string]string
 }
 
 // EventMessage returns the message that carries an event's JSON body on
 // topic as the contract says: keys and sharding key the body's order_id, tag
 // its status. The body is authoritative, so the routing is read from it; it
-// is sent as it is. A body without an order_id is an error.
+// is sent as it is. A body without an order_id is an error. It is the one
+// place that lays out an event's message: package producer, the scenario
+// publisher and the tests use it.
 func EventMessage(topic string, body []byte) (Message, error) {
 	var route struct {
 		OrderID string `json:"order_id"`
@@ -130,7 +134,22 @@ func (p *Producer) Publish(ctx context.Context, m Message) (Receipt, error) {
 	if m.Topic == "" {
 		return Receipt{}, errors.New("mq: publish: topic is empty")
 	}
+	res, err := p.p.SendSync(ctx, m.primitive())
+	if err != nil {
+		return Receipt{}, fmt.Errorf("mq: publish to %s: %w", m.Topic, err)
+	}
+	if res.Status != primitive.SendOK {
+		return Receipt{}, fmt.Errorf("mq: publish to %s: status %d: %w", m.Topic, res.Status, ErrNotStored)
+	}
+	return receipt(res), nil
+}
+
+// primitive is m as the client sends it.
+func (m Message) primitive() *primitive.Message {
 	msg := primitive.NewMessage(m.Topic, m.Body)
+	for k, v := range m.Properties {
+		msg.WithProperty(k, v)
+	}
 	if m.Keys != "" {
 		msg.WithKeys([]string{m.Keys})
 	}
@@ -140,18 +159,16 @@ func (p *Producer) Publish(ctx context.Context, m Message) (Receipt, error) {
 	if m.ShardingKey != "" {
 		msg.WithShardingKey(m.ShardingKey)
 	}
-	res, err := p.p.SendSync(ctx, msg)
-	if err != nil {
-		return Receipt{}, fmt.Errorf("mq: publish to %s: %w", m.Topic, err)
-	}
-	if res.Status != primitive.SendOK {
-		return Receipt{}, fmt.Errorf("mq: publish to %s: status %d: %w", m.Topic, res.Status, ErrNotStored)
-	}
+	return msg
+}
+
+// receipt is where res says the broker stored a message.
+func receipt(res *primitive.SendResult) Receipt {
 	r := Receipt{MessageID: res.MsgID, QueueOffset: res.QueueOffset}
 	if res.MessageQueue != nil {
 		r.QueueID = res.MessageQueue.QueueId
 	}
-	return r, nil
+	return r
 }
 
 // PublishEvent sends e, encoded as JSON, on topic with the keys, tag and
