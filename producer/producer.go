@@ -1,0 +1,163 @@
+// Package producer publishes order events to orderflow for upstream order
+// services: contract-conformant messages, numbered per producer, sent
+// synchronously.
+//
+// Every message is laid out as the message contract says (docs/design.md
+// §2.1): the body is message.Encode of the event (which validates it), and
+// mq.EventMessage routes it from the body: the keys and the sharding key
+// are the order ID, the tag is the status, and the hash queue selector puts
+// one order's events on one queue.
+//
+// Every message carries producer_id (Config.ProducerID) and seq, numbered
+// 1, 2, 3 … per producer ID without holes, across restarts: the counter is
+// the row of producer_sequences in the producer's database. A send takes
+// that row's lock when it allocates its number and keeps it until its own
+// transaction ends, and the increment commits only with a message the
+// broker stored. A failed send leaves no hole; the next send
+// takes the same number. Sends of one producer ID are therefore serialized
+// (also across processes sharing the ID); use one producer ID per instance
+// for parallel streams.
+//
+// The sequence table lives in the producer's own database: apply Schema
+// there (CreateSchema does, idempotently). orderflow's migrations create it
+// too (migrations/00005_outbox.sql, the same statements), for its own tools.
+package producer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/cenkalti/backoff/v5"
+
+	"github.com/orderflow/orderflow/fsm"
+	"github.com/orderflow/orderflow/internal/mq"
+	"github.com/orderflow/orderflow/message"
+)
+
+// DefaultTopic is the topic of the message contract.
+const DefaultTopic = "ORDER_EVENTS"
+
+// MaxProducerIDLen is the longest producer ID, in bytes.
+const MaxProducerIDLen = 128
+
+// Config configures a Producer.
+type Config struct {
+	// NameServer is the comma-separated list of RocketMQ name servers
+	// (host:port), as ROCKETMQ_NAMESRV holds it. Required.
+	NameServer string
+	// Topic is the topic every message goes to (default ORDER_EVENTS).
+	Topic string
+	// ProducerID names the sequence the messages are numbered in; it is
+	// every message's producer_id. Required; at most 128 bytes of valid
+	// UTF-8 without NUL. Keep it stable across restarts of the same
+	// producer, and distinct between producers sending at the same time.
+	ProducerID string
+	// Group is the RocketMQ producer group (default "orderflow-producer").
+	Group string
+	// AccessKey and SecretKey are the RocketMQ ACL credentials (empty:
+	// none).
+	AccessKey, SecretKey string
+	// SendTimeout bounds one attempt to send (default 5 s).
+	SendTimeout time.Duration
+	// MaxAttempts bounds the attempts to send one message, with backoff
+	// from 200 ms doubling to 2 s in between (default 5).
+	MaxAttempts int
+	// Logger receives the producer's logs (default slog.Default()).
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Topic == "" {
+		c.Topic = DefaultTopic
+	}
+	if c.SendTimeout <= 0 {
+		c.SendTimeout = 5 * time.Second
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = 5
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if c.NameServer == "" {
+		return errors.New("producer: NameServer is required")
+	}
+	return checkProducerID(c.ProducerID)
+}
+
+func checkProducerID(id string) error {
+	switch {
+	case id == "":
+		return errors.New("producer: ProducerID is required")
+	case len(id) > MaxProducerIDLen:
+		return fmt.Errorf("producer: ProducerID is longer than %d bytes", MaxProducerIDLen)
+	case !utf8.ValidString(id) || strings.ContainsRune(id, 0):
+		return errors.New("producer: ProducerID must be valid UTF-8 without NUL characters")
+	}
+	return nil
+}
+
+func (c Config) mqOptions() []mq.ProducerOption {
+	// The client does not retry on its own: MaxAttempts is the bound.
+	return []mq.ProducerOption{mq.WithSendRetries(0), mq.WithSendTimeout(c.SendTimeout),
+		mq.WithCredentials(c.AccessKey, c.SecretKey)}
+}
+
+// Sent is a message the broker stored.
+type Sent struct {
+	// Event is the event as sent, ProducerID and Seq set.
+	Event fsm.Event
+	// Body is the message body as sent.
+	Body []byte
+	// MessageID is the broker's message ID, as consumers see it.
+	MessageID string
+	// QueueID and QueueOffset say where the broker stored the message.
+	QueueID     int
+	QueueOffset int64
+}
+
+// number validates e, sets its producer ID and sequence number, and lays
+// out its message.
+func number(topic, producerID string, seq int64, e fsm.Event) (fsm.Event, mq.Message, error) {
+	e.ProducerID, e.Seq = producerID, seq
+	body, err := message.Encode(e)
+	if err != nil {
+		return e, mq.Message{}, fmt.Errorf("producer: %w", err)
+	}
+	m, err := mq.EventMessage(topic, body)
+	if err != nil {
+		return e, mq.Message{}, fmt.Errorf("producer: %w", err)
+	}
+	return e, m, nil
+}
+
+// retry runs f until it succeeds, MaxAttempts attempts are spent or ctx is
+// done, each attempt bounded by SendTimeout, with backoff in between.
+func retry[T any](ctx context.Context, c Config, what string, f func(context.Context) (T, error)) (T, error) {
+	n := 0
+	v, err := backoff.Retry(ctx, func() (T, error) {
+		n++
+		actx, cancel := context.WithTimeout(ctx, c.SendTimeout)
+		defer cancel()
+		return f(actx)
+	},
+		backoff.WithBackOff(&backoff.ExponentialBackOff{InitialInterval: 200 * time.Millisecond, Multiplier: 2,
+			MaxInterval: 2 * time.Second, RandomizationFactor: 0.2}),
+		backoff.WithMaxTries(uint(c.MaxAttempts)),
+		backoff.WithNotify(func(err error, wait time.Duration) {
+			c.Logger.Warn("send failed; retrying", "what", what, "attempt", n, "backoff", wait, "err", err)
+		}))
+	if err != nil {
+		return v, fmt.Errorf("producer: %s: gave up after %d attempt(s): %w", what, n, err)
+	}
+	return v, nil
+}
