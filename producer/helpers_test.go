@@ -3,6 +3,7 @@ package producer
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -17,6 +18,32 @@ import (
 	"github.com/orderflow/orderflow/internal/uniq"
 	"github.com/orderflow/orderflow/message"
 )
+
+// shopSchema is the table an upstream service's local transaction writes
+// in the tests.
+const shopSchema = `CREATE TABLE IF NOT EXISTS shop_orders (
+	order_id text   NOT NULL,
+	version  bigint NOT NULL,
+	status   text   NOT NULL,
+	PRIMARY KEY (order_id, version))`
+
+// writeShopOrder is a local transaction: the upstream service's own write.
+func writeShopOrder(e fsm.Event) func(tx *gorm.DB) error {
+	return func(tx *gorm.DB) error {
+		return tx.Exec(`INSERT INTO shop_orders (order_id, version, status) VALUES (?, ?, ?)`,
+			e.OrderID, e.Version, string(e.Status)).Error
+	}
+}
+
+// shopOrderExists reports whether the local transaction of e committed.
+func shopOrderExists(t *testing.T, db *gorm.DB, e fsm.Event) bool {
+	t.Helper()
+	var n int64
+	if err := db.Raw(`SELECT count(*) FROM shop_orders WHERE order_id = ? AND version = ?`, e.OrderID, e.Version).Scan(&n).Error; err != nil {
+		t.Fatal(err)
+	}
+	return n > 0
+}
 
 // event returns version v of order id, a valid event.
 func event(id string, v int64) fsm.Event {
@@ -47,6 +74,9 @@ func newBroker(t *testing.T, queues int) broker {
 	topic := uniq.Name("producer-topic")
 	testenv.CreateTopic(t, topic, queues)
 	db, dsn := testenv.NewDatabase(t)
+	if err := db.Exec(shopSchema).Error; err != nil {
+		t.Fatal(err)
+	}
 	return broker{namesrv: namesrv, topic: topic, db: db, dsn: dsn}
 }
 
@@ -131,10 +161,82 @@ func (r *reader) waitFor(t *testing.T, d time.Duration, what string, cond func([
 	}
 }
 
+// withEvent reports whether got holds the message of eventID.
+func withEvent(got []received, eventID string) int {
+	n := 0
+	for _, m := range got {
+		if m.event.EventID == eventID {
+			n++
+		}
+	}
+	return n
+}
+
 func describe(got []received) string {
 	s := ""
 	for _, m := range got {
 		s += fmt.Sprintf("\n  %s seq %d %s@%d (%s)", m.event.ProducerID, m.event.Seq, m.event.OrderID, m.event.Version, m.event.EventID)
 	}
 	return s
+}
+
+// checks records the answers a TxProducer gave to check-backs, by outbox
+// row ID.
+type checks struct {
+	mu      sync.Mutex
+	answers map[string][]mq.TxState
+	errs    []error
+}
+
+func (c *checks) hook(id string, s mq.TxState, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.answers == nil {
+		c.answers = map[string][]mq.TxState{}
+	}
+	c.answers[id] = append(c.answers[id], s)
+	if err != nil {
+		c.errs = append(c.errs, err)
+	}
+}
+
+func (c *checks) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return fmt.Sprintf("answers %v, errors %v", c.answers, c.errs)
+}
+
+// waitAnswer waits until the check-back about outbox row id (any row but
+// those in not, when id is empty) was answered want, and fails if it was
+// answered otherwise (unknown aside). The broker checks back every 30 s
+// about half messages older than 6 s (RocketMQ 5.3's defaults).
+func (c *checks) waitAnswer(t *testing.T, id string, not []string, want mq.TxState) string {
+	t.Helper()
+	deadline := time.Now().Add(100 * time.Second)
+	for {
+		c.mu.Lock()
+		found := ""
+		for got, answers := range c.answers {
+			if (id != "" && got != id) || (id == "" && slices.Contains(not, got)) {
+				continue
+			}
+			for _, a := range answers {
+				if a != mq.TxUnknown && a != want {
+					c.mu.Unlock()
+					t.Fatalf("check-back about %s answered %s, want %s (%s)", got, a, want, c)
+				}
+				if a == want {
+					found = got
+				}
+			}
+		}
+		c.mu.Unlock()
+		if found != "" {
+			return found
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no check-back about %q answered %s within 100 s (%s)", id, want, c)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 }

@@ -1,6 +1,7 @@
 // Package producer publishes order events to orderflow for upstream order
-// services: contract-conformant messages, numbered per producer, sent
-// synchronously.
+// services: contract-conformant messages, numbered per producer, sent either
+// synchronously or as RocketMQ transactional messages tied to the caller's
+// local PostgreSQL transaction through an outbox row.
 //
 // Every message is laid out as the message contract says (docs/design.md
 // §2.1): the body is message.Encode of the event (which validates it), and
@@ -13,14 +14,15 @@
 // the row of producer_sequences in the producer's database. A send takes
 // that row's lock when it allocates its number and keeps it until its own
 // transaction ends, and the increment commits only with a message the
-// broker stored. A failed send leaves no hole; the next send
+// broker stored (Producer) or with the outbox row of a committed local
+// transaction (TxProducer). A failed send leaves no hole; the next send
 // takes the same number. Sends of one producer ID are therefore serialized
 // (also across processes sharing the ID); use one producer ID per instance
 // for parallel streams.
 //
-// The sequence table lives in the producer's own database: apply Schema
-// there (CreateSchema does, idempotently). orderflow's migrations create it
-// too (migrations/00005_outbox.sql, the same statements), for its own tools.
+// The tables live in the producer's own database: apply Schema there
+// (CreateSchema does, idempotently). orderflow's migrations create them too
+// (migrations/00005_outbox.sql, the same statements), for its own tools.
 package producer
 
 import (
@@ -45,7 +47,7 @@ const DefaultTopic = "ORDER_EVENTS"
 // MaxProducerIDLen is the longest producer ID, in bytes.
 const MaxProducerIDLen = 128
 
-// Config configures a Producer.
+// Config configures a Producer or a TxProducer.
 type Config struct {
 	// NameServer is the comma-separated list of RocketMQ name servers
 	// (host:port), as ROCKETMQ_NAMESRV holds it. Required.
@@ -57,7 +59,10 @@ type Config struct {
 	// UTF-8 without NUL. Keep it stable across restarts of the same
 	// producer, and distinct between producers sending at the same time.
 	ProducerID string
-	// Group is the RocketMQ producer group (default "orderflow-producer").
+	// Group is the RocketMQ producer group. A TxProducer requires it: the
+	// broker checks back with any live producer of the group, so every
+	// producer of a group must use the same database. A Producer defaults
+	// to "orderflow-producer".
 	Group string
 	// AccessKey and SecretKey are the RocketMQ ACL credentials (empty:
 	// none).
@@ -67,8 +72,25 @@ type Config struct {
 	// MaxAttempts bounds the attempts to send one message, with backoff
 	// from 200 ms doubling to 2 s in between (default 5).
 	MaxAttempts int
+	// LocalTimeout bounds a TxProducer's local transaction, from its begin
+	// to its commit, half message included (default 1 min). It must stay
+	// well below the broker's check-back horizon (transactionCheckMax ×
+	// transactionCheckInterval, 15 × 30 s by default), after which the
+	// broker drops a half message it never learned the outcome of.
+	LocalTimeout time.Duration
 	// Logger receives the producer's logs (default slog.Default()).
 	Logger *slog.Logger
+
+	hooks *hooks // set by tests only
+}
+
+// hooks let tests interfere with the transactional protocol.
+type hooks struct {
+	// endState replaces what TxProducer.Send tells the broker after its
+	// local transaction ended.
+	endState func(mq.TxState) mq.TxState
+	// checked sees each check-back's answer.
+	checked func(outboxID string, s mq.TxState, err error)
 }
 
 func (c Config) withDefaults() Config {
@@ -80,6 +102,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxAttempts <= 0 {
 		c.MaxAttempts = 5
+	}
+	if c.LocalTimeout <= 0 {
+		c.LocalTimeout = time.Minute
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -120,7 +145,9 @@ type Sent struct {
 	Body []byte
 	// MessageID is the broker's message ID, as consumers see it.
 	MessageID string
-	// QueueID and QueueOffset say where the broker stored the message.
+	// QueueID and QueueOffset say where the broker stored the message
+	// (synchronous sends only; a transactional message's place is decided
+	// at its commit).
 	QueueID     int
 	QueueOffset int64
 }

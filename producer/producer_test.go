@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/internal/testenv"
 	"github.com/orderflow/orderflow/internal/uniq"
 )
@@ -33,8 +34,11 @@ func TestConfigIsChecked(t *testing.T) {
 	if _, err := New(nil, ok); err == nil {
 		t.Error("New without a database succeeded")
 	}
+	if _, err := NewTx(context.Background(), nil, ok); err == nil {
+		t.Error("NewTx without a database succeeded")
+	}
 	d := ok.withDefaults()
-	if d.Topic != DefaultTopic || d.MaxAttempts != 5 || d.SendTimeout != 5*time.Second || d.Logger == nil {
+	if d.Topic != DefaultTopic || d.MaxAttempts != 5 || d.SendTimeout != 5*time.Second || d.LocalTimeout != time.Minute || d.Logger == nil {
 		t.Errorf("defaults: %+v", d)
 	}
 }
@@ -104,5 +108,119 @@ func TestAllocateCountsOnlyCommittedNumbers(t *testing.T) {
 	}
 	if n, err := NextSeq(ctx, db, pid); err != nil || n != 4 {
 		t.Fatalf("NextSeq = %d, %v; want 4", n, err)
+	}
+}
+
+// TestDecide checks the check-back's answers on the outbox, including
+// while the producer's local transaction still runs.
+func TestDecide(t *testing.T) {
+	ctx := context.Background()
+	db, _ := testenv.NewDatabase(t)
+	pid := uniq.Name("p")
+
+	// Never numbered here: unknown, not rollback.
+	if s, err := decide(ctx, db, "x", pid); s != mq.TxUnknown || err == nil || !strings.Contains(err.Error(), "never numbered") {
+		t.Fatalf("decide for an unknown producer = %s, %v", s, err)
+	}
+	if n, _ := NextSeq(ctx, db, pid); n != 1 {
+		t.Fatalf("decide left a sequence row: next %d", n)
+	}
+
+	// A first local transaction in flight (its insert of the sequence row
+	// not committed): decide waits, then answers from what it did.
+	tx := db.Begin()
+	if _, err := allocate(tx, pid); err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		s   mq.TxState
+		err error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		s, err := decide(ctx, db, "first", pid)
+		got <- answer{s, err}
+	}()
+	select {
+	case a := <-got:
+		t.Fatalf("decide did not wait for the running local transaction: %s, %v", a.s, a.err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if err := tx.Exec(`INSERT INTO producer_outbox (id, producer_id, seq, topic, keys, tag, body) VALUES ('first', ?, 1, 't', 'k', 'CREATED', '\x7b7d')`, pid).Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit().Error; err != nil {
+		t.Fatal(err)
+	}
+	if a := <-got; a.s != mq.TxCommit || a.err != nil {
+		t.Fatalf("decide after the commit = %s, %v; want commit", a.s, a.err)
+	}
+
+	// A later local transaction in flight: decide waits for it; when it
+	// rolls back, the answer is rollback.
+	tx = db.Begin()
+	if _, err := allocate(tx, pid); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		s, err := decide(ctx, db, "second", pid)
+		got <- answer{s, err}
+	}()
+	time.Sleep(500 * time.Millisecond)
+	tx.Rollback()
+	if a := <-got; a.s != mq.TxRollback || a.err != nil {
+		t.Fatalf("decide after a rollback = %s, %v; want rollback", a.s, a.err)
+	}
+
+	// One that runs longer than the lock timeout: unknown, asked again later.
+	tx = db.Begin()
+	if _, err := allocate(tx, pid); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	s, err := decide(ctx, db, "third", pid)
+	if s != mq.TxUnknown || err == nil {
+		t.Fatalf("decide while a transaction holds the sequence = %s, %v; want unknown", s, err)
+	}
+	if took := time.Since(start); took < 2*time.Second || took > 10*time.Second {
+		t.Errorf("decide gave up after %s, want about %s", took, checkLockTimeout)
+	}
+	tx.Rollback()
+
+	// Settled: the committed one still commits, an absent one rolls back.
+	if s, err := decide(ctx, db, "first", pid); s != mq.TxCommit || err != nil {
+		t.Fatalf("decide(first) = %s, %v", s, err)
+	}
+	if s, err := decide(ctx, db, "never", pid); s != mq.TxRollback || err != nil {
+		t.Fatalf("decide(never) = %s, %v", s, err)
+	}
+}
+
+func TestPruneOutboxKeepsRecentRows(t *testing.T) {
+	ctx := context.Background()
+	db, _ := testenv.NewDatabase(t)
+	for i, age := range []string{"2 days", "3 hours", "1 minute"} {
+		if err := db.Exec(`INSERT INTO producer_outbox (id, producer_id, seq, topic, keys, tag, body, created_at)
+			VALUES (?, 'p', ?, 't', 'k', 'CREATED', '\x7b7d', now() - ?::interval)`, age, i+1, age).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := PruneOutbox(ctx, db, time.Minute); err == nil {
+		t.Fatal("PruneOutbox of rows a minute old succeeded")
+	}
+	n, err := PruneOutbox(ctx, db, 24*time.Hour)
+	if err != nil || n != 1 {
+		t.Fatalf("PruneOutbox(24h) = %d, %v; want 1", n, err)
+	}
+	n, err = PruneOutbox(ctx, db, 2*time.Hour)
+	if err != nil || n != 1 {
+		t.Fatalf("PruneOutbox(2h) = %d, %v; want 1", n, err)
+	}
+	var left []string
+	if err := db.Raw(`SELECT id FROM producer_outbox`).Scan(&left).Error; err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 1 || left[0] != "1 minute" {
+		t.Fatalf("left %v", left)
 	}
 }

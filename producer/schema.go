@@ -17,8 +17,8 @@ const schemaLockID int64 = 0x70726f6475636572
 // schemaFile is the migration that holds the producer's tables.
 const schemaFile = "00005_outbox.sql"
 
-// Schema returns the SQL that creates the producer's tables in the
-// producer's database. It is
+// Schema returns the SQL that creates the producer's tables,
+// producer_sequences and producer_outbox, in the producer's database. It is
 // the "Up" part of orderflow's migration 00005_outbox.sql, so the two never
 // differ; every statement is idempotent (IF NOT EXISTS). Apply it with
 // CreateSchema, or copy it into the service's own migrations.

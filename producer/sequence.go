@@ -2,6 +2,7 @@ package producer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"gorm.io/gorm"
@@ -41,3 +42,6 @@ func NextSeq(ctx context.Context, db *gorm.DB, producerID string) (int64, error)
 	}
 	return next, nil
 }
+
+// errDone ends a transaction that only looked: it is rolled back.
+var errDone = errors.New("done")
