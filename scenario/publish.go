@@ -10,9 +10,18 @@ import (
 	"github.com/orderflow/orderflow/internal/mq"
 )
 
-// Publisher sends one message to the broker; *mq.Producer is one.
+// Publisher sends one message to the broker as it is; *mq.Producer is one.
 type Publisher interface {
 	Publish(ctx context.Context, m mq.Message) (mq.Receipt, error)
+}
+
+// EventSender sends one valid event the way upstream services do: given
+// the event's generated JSON body, it sends the event numbered in its
+// producer's sequence (its own producer_id and seq in place of the
+// generated ones) and returns the body as sent. orderflow publish wraps
+// package producer in one.
+type EventSender interface {
+	SendEvent(ctx context.Context, body []byte) ([]byte, error)
 }
 
 // PublishOptions configures Publish.
@@ -29,6 +38,12 @@ type PublishOptions struct {
 	// Progress, when set, is called after each message with the number
 	// sent so far.
 	Progress func(sent int)
+	// Events, when set, sends the valid events (KindEvent, KindConflict and
+	// KindIllegal messages) through it. A duplicate of a message this call
+	// sent through it repeats, raw, the bytes sent, as a producer retry
+	// does; a duplicate of a message sent earlier (by another call) goes
+	// through it too. Bad messages always go raw through the Publisher.
+	Events EventSender
 }
 
 // Publish sends msgs in order, one at a time, so that the events of one
@@ -49,6 +64,7 @@ func Publish(ctx context.Context, p Publisher, msgs []Message, o PublishOptions)
 		interval = time.Duration(float64(time.Second) / o.Rate)
 	}
 	start := time.Now()
+	sent := map[string][]byte{} // generated body -> body as sent through Events
 	for i, m := range msgs {
 		if interval > 0 {
 			if err := sleep(ctx, time.Until(start.Add(time.Duration(i)*interval))); err != nil {
@@ -57,9 +73,28 @@ func Publish(ctx context.Context, p Publisher, msgs []Message, o PublishOptions)
 		}
 		msg := m.Msg
 		msg.Topic = o.Topic
+		send := func() error {
+			_, err := p.Publish(ctx, msg)
+			return err
+		}
+		if o.Events != nil {
+			b, repeat := sent[string(m.Msg.Body)]
+			switch {
+			case m.Kind == KindDuplicate && repeat:
+				msg.Body = b
+			case m.Kind != KindBad:
+				send = func() error {
+					b, err := o.Events.SendEvent(ctx, m.Msg.Body)
+					if err == nil {
+						sent[string(m.Msg.Body)] = b
+					}
+					return err
+				}
+			}
+		}
 		var err error
 		for a := 1; a <= attempts; a++ {
-			if _, err = p.Publish(ctx, msg); err == nil {
+			if err = send(); err == nil {
 				break
 			}
 			slog.Warn("publish failed, retrying", "message", i, "keys", msg.Keys, "attempt", a, "err", err)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -9,13 +10,18 @@ import (
 	"github.com/orderflow/orderflow/config"
 	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/internal/uniq"
+	"github.com/orderflow/orderflow/message"
+	"github.com/orderflow/orderflow/producer"
 	"github.com/orderflow/orderflow/scenario"
 )
 
 // runPublish generates a scenario from its flags, publishes its first phase
 // to RocketMQ and writes the expected state to the -out file. With -late
 // FILE it publishes instead the late phase of the run FILE describes, and
-// records that in FILE.
+// records that in FILE. The valid events go through package producer, as an
+// upstream service sends them: numbered in the run's producer sequence,
+// which lives in DATABASE_URL; duplicates and bad messages are published
+// raw.
 func runPublish(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var (
 		cfg  config.Config
@@ -27,6 +33,7 @@ func runPublish(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	)
 	s := config.NewSet("publish", "Usage: orderflow publish [flags]   (publish a scenario of order events)", stderr)
 	cfg.RegisterRocketMQ(s)
+	cfg.RegisterDatabase(s)
 	p := func(flag, usage string) config.Setting { return config.Own("ORDERFLOW_PUBLISH_", flag, usage) }
 	s.Int(&o.Orders, 200, p("orders", "number of orders"))
 	s.Int(&seed, 0, p("seed", "random seed (0 picks one; it is printed and recorded)"))
@@ -74,19 +81,28 @@ func runPublish(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer pr.Close()
+	events, err := newEventSender(ctx, cfg, exp.Options.ProducerID, o.Prefix)
+	if err != nil {
+		return err
+	}
+	defer events.Close()
 
 	c := sc.Expected.Counts
 	fmt.Fprintf(stdout, "publishing run %s (seed %d) to topic %s: %d orders, %d messages (%d events, %d duplicates, %d conflicts, %d bad; %d reordered orders, %d lost events, %d user changes)\n",
 		o.Prefix, o.Seed, cfg.Topic, c.Orders, len(sc.Messages), c.Events, c.Duplicates, c.Conflicts, c.Bad, c.Reordered, c.Lost, c.UserChanges)
 	began := time.Now()
-	if err := scenario.Publish(ctx, pr, sc.Messages, scenario.PublishOptions{Topic: cfg.Topic, Rate: rate}); err != nil {
+	if err := scenario.Publish(ctx, pr, sc.Messages, scenario.PublishOptions{Topic: cfg.Topic, Rate: rate, Events: events}); err != nil {
 		return err
 	}
 	if err := exp.WriteFile(out); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "published %d messages in %s; expected state written to %s\n",
-		len(sc.Messages), time.Since(began).Round(time.Millisecond), out)
+	numbered, err := events.numbered(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "published %d messages in %s (%s); expected state written to %s\n",
+		len(sc.Messages), time.Since(began).Round(time.Millisecond), numbered, out)
 	if len(sc.Late) > 0 {
 		fmt.Fprintf(stdout, "late phase: %d messages (%d illegal events); once the run has settled (orderflow check -expected %s), publish them with: orderflow publish -late %s\n",
 			len(sc.Late), c.Illegal, out, out)
@@ -119,22 +135,93 @@ func publishLate(ctx context.Context, cfg config.Config, path string, rate float
 		return err
 	}
 	defer pr.Close()
+	events, err := newEventSender(ctx, cfg, exp.Options.ProducerID, exp.Prefix)
+	if err != nil {
+		return err
+	}
+	defer events.Close()
 	fmt.Fprintf(stdout, "publishing the late phase of run %s to topic %s: %d messages (%d illegal events)\n",
 		exp.Prefix, cfg.Topic, len(sc.Late), sc.Expected.Counts.Illegal)
 	began := time.Now()
-	if err := scenario.Publish(ctx, pr, sc.Late, scenario.PublishOptions{Topic: cfg.Topic, Rate: rate}); err != nil {
+	if err := scenario.Publish(ctx, pr, sc.Late, scenario.PublishOptions{Topic: cfg.Topic, Rate: rate, Events: events}); err != nil {
 		return err
 	}
 	exp.Phases = sc.Expected.Phases
 	if err := exp.WriteFile(path); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "published %d messages in %s; expected state updated in %s\n",
-		len(sc.Late), time.Since(began).Round(time.Millisecond), path)
+	numbered, err := events.numbered(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "published %d messages in %s (%s); expected state updated in %s\n",
+		len(sc.Late), time.Since(began).Round(time.Millisecond), numbered, path)
 	return nil
 }
 
 func newPublisher(cfg config.Config, prefix string) (*mq.Producer, error) {
 	return mq.NewProducer(cfg.RocketMQNamesrv, mq.WithProducerGroup("orderflow-publish-"+prefix),
 		mq.WithCredentials(cfg.RocketMQAccessKey, cfg.RocketMQSecretKey))
+}
+
+// eventSender sends a scenario's valid events through package producer,
+// numbered in the sequence of producer ID id, kept in DATABASE_URL.
+type eventSender struct {
+	id    string
+	db    interface{ Close() error }
+	p     *producer.Producer
+	first int64 // the first number of this run of the command
+	seqOf func(context.Context) (int64, error)
+}
+
+func newEventSender(ctx context.Context, cfg config.Config, id, prefix string) (*eventSender, error) {
+	db, err := openStore(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	p, err := producer.New(db.DB(), producer.Config{NameServer: cfg.RocketMQNamesrv, Topic: cfg.Topic,
+		ProducerID: id, Group: "orderflow-publish-" + prefix,
+		AccessKey: cfg.RocketMQAccessKey, SecretKey: cfg.RocketMQSecretKey})
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	s := &eventSender{id: id, db: db, p: p,
+		seqOf: func(ctx context.Context) (int64, error) { return producer.NextSeq(ctx, db.DB(), id) }}
+	if s.first, err = s.seqOf(ctx); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// SendEvent sends the event of a generated body, numbered, and returns the
+// body as sent.
+func (s *eventSender) SendEvent(ctx context.Context, body []byte) ([]byte, error) {
+	e, err := message.Decode(body)
+	if err != nil {
+		return nil, fmt.Errorf("generated event does not decode: %w", err)
+	}
+	sent, err := s.p.Send(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	return sent.Body, nil
+}
+
+// numbered says which numbers this run of the command used.
+func (s *eventSender) numbered(ctx context.Context) (string, error) {
+	next, err := s.seqOf(ctx)
+	if err != nil {
+		return "", err
+	}
+	if next == s.first {
+		return fmt.Sprintf("producer %s, no number used", s.id), nil
+	}
+	return fmt.Sprintf("producer %s, seq %d-%d", s.id, s.first, next-1), nil
+}
+
+// Close shuts the producer down and closes the database.
+func (s *eventSender) Close() error {
+	return errors.Join(s.p.Close(), s.db.Close())
 }

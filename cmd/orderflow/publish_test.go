@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -16,23 +17,68 @@ import (
 	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/internal/testenv"
 	"github.com/orderflow/orderflow/internal/uniq"
+	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/scenario"
 )
+
+// asPublished returns the bodies the publish command sends for the phases
+// of a scenario, in order: the valid events numbered 1, 2, 3 … in
+// producerID's sequence, a duplicate the bytes of the message it repeats
+// when that went out in the same phase (else numbered anew), bad messages
+// as generated; and the last number each phase used.
+func asPublished(t *testing.T, producerID string, phases ...[]scenario.Message) ([]string, []int64) {
+	t.Helper()
+	var (
+		out  []string
+		last []int64
+	)
+	seq := int64(0)
+	for _, msgs := range phases {
+		numbered := map[string]string{}
+		for _, m := range msgs {
+			body := string(m.Msg.Body)
+			if b, ok := numbered[body]; ok && m.Kind == scenario.KindDuplicate {
+				out = append(out, b)
+				continue
+			}
+			if m.Kind != scenario.KindBad {
+				e, err := message.Decode(m.Msg.Body)
+				if err != nil {
+					t.Fatal(err)
+				}
+				seq++
+				e.ProducerID, e.Seq = producerID, seq
+				b, err := message.Encode(e)
+				if err != nil {
+					t.Fatal(err)
+				}
+				numbered[body] = string(b)
+				body = string(b)
+			}
+			out = append(out, body)
+		}
+		last = append(last, seq)
+	}
+	return out, last
+}
 
 // TestPublishOnBroker publishes a scenario with the publish command to a
 // fresh topic of the real broker, then its late phase with -late, reads it
 // back and checks the contract's keys, tag and sharding key, the per-order
-// publish order, and that the expected-state file reproduces exactly what
-// was sent and records the phases published.
+// publish order, the producer's sequence numbers (1 … n across both phases,
+// no holes; a duplicate repeats its original's), and that the
+// expected-state file reproduces exactly what was sent and records the
+// phases published.
 func TestPublishOnBroker(t *testing.T) {
 	namesrv := testenv.RocketMQNamesrv(t)
 	topic := uniq.Name("scn-topic")
 	testenv.CreateTopic(t, topic, 4)
+	_, dsn := testenv.NewDatabase(t)
 	prefix := uniq.Name("scn")
 	out := filepath.Join(t.TempDir(), "expected.json")
 
 	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), []string{"publish",
+	code := run(context.Background(), []string{"publish", "-database-url", dsn,
 		"-orders", "30", "-seed", "9", "-prefix", prefix, "-topic", topic, "-rocketmq-namesrv", namesrv,
 		"-dup-rate", "0.2", "-reorder", "0.5", "-conflicts", "3", "-bad", "6",
 		"-illegal", "4", "-late-conflicts", "2", "-late-rate", "0.3", "-out", out,
@@ -55,11 +101,19 @@ func TestPublishOnBroker(t *testing.T) {
 		t.Fatalf("expected file: topic %q, %d messages, phases %d; regenerated %d + %d late", exp.Topic, exp.Counts.Messages, exp.Phases,
 			len(regen.Messages), len(regen.Late))
 	}
+	pid := exp.Options.ProducerID
+	bodies, last := asPublished(t, pid, regen.Messages, regen.Late)
+	if want := fmt.Sprintf("(producer %s, seq 1-%d)", pid, last[0]); !strings.Contains(stdout.String(), want) {
+		t.Fatalf("output lacks %q:\n%s", want, stdout.String())
+	}
 
 	// The late phase, from the file; the file then records it.
 	stdout.Reset()
-	if code := run(context.Background(), []string{"publish", "-late", out, "-topic", topic, "-rocketmq-namesrv", namesrv}, &stdout, &stderr); code != 0 {
+	if code := run(context.Background(), []string{"publish", "-database-url", dsn, "-late", out, "-topic", topic, "-rocketmq-namesrv", namesrv}, &stdout, &stderr); code != 0 {
 		t.Fatalf("publish -late: exit %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+	if want := fmt.Sprintf("(producer %s, seq %d-%d)", pid, last[0]+1, last[1]); !strings.Contains(stdout.String(), want) {
+		t.Fatalf("output of publish -late lacks %q:\n%s", want, stdout.String())
 	}
 	if exp, err = scenario.ReadFile(out); err != nil || exp.Phases != 2 || !strings.Contains(stdout.String(), "expected state updated in "+out) {
 		t.Fatalf("after publish -late: phases %d, %v\n%s", exp.Phases, err, stdout.String())
@@ -101,10 +155,10 @@ func TestPublishOnBroker(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 
-	// Same multiset of bodies as the regenerated scenario.
+	// Same multiset of bodies as the regenerated scenario, numbered.
 	want := map[string]int{}
-	for _, m := range all {
-		want[string(m.Msg.Body)]++
+	for _, b := range bodies {
+		want[b]++
 	}
 	for _, m := range got {
 		want[string(m.Body)]--
@@ -123,11 +177,14 @@ func TestPublishOnBroker(t *testing.T) {
 		body   string
 	}
 	byOrder := map[string][]rec{}
+	seqs := map[int64]int{}
 	for _, m := range got {
 		var e struct {
-			OrderID string `json:"order_id"`
-			Status  string `json:"status"`
-			Version int64  `json:"version"`
+			OrderID    string `json:"order_id"`
+			Status     string `json:"status"`
+			Version    int64  `json:"version"`
+			ProducerID string `json:"producer_id"`
+			Seq        int64  `json:"seq"`
 		}
 		if strings.Contains(m.GetKeys(), "-bad-") {
 			continue
@@ -135,15 +192,27 @@ func TestPublishOnBroker(t *testing.T) {
 		if err := json.Unmarshal(m.Body, &e); err != nil {
 			t.Fatalf("valid message does not decode: %v", err)
 		}
+		if e.ProducerID != pid {
+			t.Fatalf("message of %s v%d: producer %q, want %q", e.OrderID, e.Version, e.ProducerID, pid)
+		}
+		seqs[e.Seq]++
 		if m.GetKeys() != e.OrderID || m.GetTags() != e.Status || m.GetShardingKey() != e.OrderID {
 			t.Fatalf("message of %s v%d: keys %q tag %q sharding %q", e.OrderID, e.Version, m.GetKeys(), m.GetTags(), m.GetShardingKey())
 		}
 		byOrder[e.OrderID] = append(byOrder[e.OrderID], rec{m.Queue.QueueId, m.QueueOffset, string(m.Body)})
 	}
+	for n := int64(1); n <= last[1]; n++ {
+		if seqs[n] == 0 {
+			t.Fatalf("no message with seq %d (of %d)", n, last[1])
+		}
+	}
+	if len(seqs) != int(last[1]) {
+		t.Fatalf("%d distinct sequence numbers, want %d", len(seqs), last[1])
+	}
 	wantOrder := map[string][]string{}
-	for _, m := range all {
+	for i, m := range all {
 		if m.Kind != scenario.KindBad {
-			wantOrder[m.Event.OrderID] = append(wantOrder[m.Event.OrderID], string(m.Msg.Body))
+			wantOrder[m.Event.OrderID] = append(wantOrder[m.Event.OrderID], bodies[i])
 		}
 	}
 	if len(byOrder) != len(exp.Orders) || len(got) != len(all) {
