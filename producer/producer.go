@@ -158,13 +158,10 @@ func number(topic, producerID string, seq int64, e fsm.Event) (fsm.Event, mq.Mes
 	e.ProducerID, e.Seq = producerID, seq
 	body, err := message.Encode(e)
 	if err != nil {
-		return e, mq.Message{}, fmt.Errorf("producer: %w", err)
+		return e, mq.Message{}, err
 	}
 	m, err := mq.EventMessage(topic, body)
-	if err != nil {
-		return e, mq.Message{}, fmt.Errorf("producer: %w", err)
-	}
-	return e, m, nil
+	return e, m, err
 }
 
 // retry runs f until it succeeds, MaxAttempts attempts are spent or ctx is
@@ -184,7 +181,7 @@ func retry[T any](ctx context.Context, c Config, what string, f func(context.Con
 			c.Logger.Warn("send failed; retrying", "what", what, "attempt", n, "backoff", wait, "err", err)
 		}))
 	if err != nil {
-		return v, fmt.Errorf("producer: %s: gave up after %d attempt(s): %w", what, n, err)
+		return v, fmt.Errorf("%s: gave up after %d attempt(s): %w", what, n, err)
 	}
 	return v, nil
 }

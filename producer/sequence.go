@@ -19,10 +19,10 @@ func allocate(tx *gorm.DB, producerID string) (int64, error) {
 		ON CONFLICT (producer_id) DO UPDATE SET next_seq = s.next_seq + 1, updated_at = now()
 		RETURNING next_seq - 1`, producerID).Scan(&seq).Error
 	if err != nil {
-		return 0, fmt.Errorf("producer: allocate sequence number of %s: %w", producerID, err)
+		return 0, fmt.Errorf("allocate a sequence number of %q: %w", producerID, err)
 	}
 	if seq < 1 {
-		return 0, fmt.Errorf("producer: allocate sequence number of %s: got %d", producerID, seq)
+		return 0, fmt.Errorf("allocate a sequence number of %q: got %d", producerID, seq)
 	}
 	return seq, nil
 }

@@ -2,6 +2,7 @@ package producer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"gorm.io/gorm"
@@ -25,7 +26,7 @@ type Producer struct {
 // producer's database (with Schema applied).
 func New(db *gorm.DB, cfg Config) (*Producer, error) {
 	if db == nil {
-		return nil, fmt.Errorf("producer: no database")
+		return nil, errors.New("producer: no database")
 	}
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -53,7 +54,7 @@ func New(db *gorm.DB, cfg Config) (*Producer, error) {
 // never a hole); Send then still reports success, and logs a warning.
 func (p *Producer) Send(ctx context.Context, e fsm.Event) (Sent, error) {
 	if _, _, err := number(p.cfg.Topic, p.cfg.ProducerID, 1, e); err != nil {
-		return Sent{}, err
+		return Sent{}, fmt.Errorf("producer: send %s: %w", e.Key(), err)
 	}
 	var (
 		sent   Sent
@@ -68,7 +69,7 @@ func (p *Producer) Send(ctx context.Context, e fsm.Event) (Sent, error) {
 		if err != nil {
 			return err
 		}
-		r, err := retry(ctx, p.cfg, "send "+e.Key().String(), func(actx context.Context) (mq.Receipt, error) {
+		r, err := retry(ctx, p.cfg, "send", func(actx context.Context) (mq.Receipt, error) {
 			return p.mq.Publish(actx, m)
 		})
 		if err != nil {

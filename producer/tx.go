@@ -85,7 +85,7 @@ func NewTx(ctx context.Context, db *gorm.DB, cfg Config) (*TxProducer, error) {
 		return struct{}{}, tp.Register(actx, cfg.Topic)
 	}); err != nil {
 		_ = tp.Close()
-		return nil, err
+		return nil, fmt.Errorf("producer: %w", err)
 	}
 	return p, nil
 }
@@ -110,7 +110,7 @@ func NewTx(ctx context.Context, db *gorm.DB, cfg Config) (*TxProducer, error) {
 // whole transaction must finish within Config.LocalTimeout.
 func (p *TxProducer) Send(ctx context.Context, e fsm.Event, local func(tx *gorm.DB) error) (Sent, error) {
 	if _, _, err := number(p.cfg.Topic, p.cfg.ProducerID, 1, e); err != nil {
-		return Sent{}, err
+		return Sent{}, fmt.Errorf("producer: send %s: %w", e.Key(), err)
 	}
 	if local == nil {
 		return Sent{}, errors.New("producer: no local transaction")
@@ -119,7 +119,7 @@ func (p *TxProducer) Send(ctx context.Context, e fsm.Event, local func(tx *gorm.
 	defer cancel()
 	tx := p.db.WithContext(lctx).Begin()
 	if tx.Error != nil {
-		return Sent{}, fmt.Errorf("producer: begin local transaction: %w", tx.Error)
+		return Sent{}, fmt.Errorf("producer: send %s: begin local transaction: %w", e.Key(), tx.Error)
 	}
 	ended := false
 	defer func() {
@@ -131,19 +131,19 @@ func (p *TxProducer) Send(ctx context.Context, e fsm.Event, local func(tx *gorm.
 	// long after the broker gave up on its half message.
 	if err := tx.Exec(fmt.Sprintf("SET LOCAL idle_in_transaction_session_timeout = %d",
 		p.cfg.LocalTimeout.Milliseconds())).Error; err != nil {
-		return Sent{}, fmt.Errorf("producer: local transaction: %w", err)
+		return Sent{}, fmt.Errorf("producer: send %s: local transaction: %w", e.Key(), err)
 	}
 	seq, err := allocate(tx, p.cfg.ProducerID)
 	if err != nil {
-		return Sent{}, err
+		return Sent{}, fmt.Errorf("producer: send %s: %w", e.Key(), err)
 	}
 	e, m, err := number(p.cfg.Topic, p.cfg.ProducerID, seq, e)
 	if err != nil {
-		return Sent{}, err
+		return Sent{}, fmt.Errorf("producer: send %s: %w", e.Key(), err)
 	}
 	outboxID, err := newOutboxID()
 	if err != nil {
-		return Sent{}, err
+		return Sent{}, fmt.Errorf("producer: send %s: %w", e.Key(), err)
 	}
 	m.Properties = map[string]string{PropOutboxID: outboxID, PropProducerID: p.cfg.ProducerID}
 
@@ -163,7 +163,7 @@ func (p *TxProducer) Send(ctx context.Context, e fsm.Event, local func(tx *gorm.
 			}
 		}()
 		if err := local(tx); err != nil {
-			localErr = fmt.Errorf("producer: local transaction of %s: %w", e.Key(), err)
+			localErr = fmt.Errorf("producer: send %s: local transaction: %w", e.Key(), err)
 			tx.Rollback()
 			ended = true
 			return p.endState(mq.TxRollback)
@@ -171,7 +171,7 @@ func (p *TxProducer) Send(ctx context.Context, e fsm.Event, local func(tx *gorm.
 		if err := tx.Exec(`INSERT INTO producer_outbox (id, producer_id, seq, topic, keys, tag, body, message_id)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 			outboxID, p.cfg.ProducerID, seq, m.Topic, m.Keys, m.Tag, m.Body, half.MessageID).Error; err != nil {
-			localErr = fmt.Errorf("producer: outbox row of %s: %w", e.Key(), err)
+			localErr = fmt.Errorf("producer: send %s: outbox row: %w", e.Key(), err)
 			tx.Rollback()
 			ended = true
 			return p.endState(mq.TxRollback)
@@ -183,7 +183,7 @@ func (p *TxProducer) Send(ctx context.Context, e fsm.Event, local func(tx *gorm.
 		}
 		return p.endState(mq.TxCommit)
 	}
-	r, err := retry(lctx, p.cfg, "send half message of "+e.Key().String(), func(actx context.Context) (mq.Receipt, error) {
+	r, err := retry(lctx, p.cfg, "half message", func(actx context.Context) (mq.Receipt, error) {
 		r, _, err := p.mq.Send(actx, m, runLocal)
 		if ran {
 			// The half message was stored and the local transaction ran:
@@ -200,7 +200,7 @@ func (p *TxProducer) Send(ctx context.Context, e fsm.Event, local func(tx *gorm.
 	case localErr != nil:
 		return Sent{}, localErr
 	case commitErr != nil:
-		return Sent{}, fmt.Errorf("producer: commit local transaction of %s: %w: %w", e.Key(), ErrOutcomeUnknown, commitErr)
+		return Sent{}, fmt.Errorf("producer: send %s: commit local transaction: %w: %w", e.Key(), ErrOutcomeUnknown, commitErr)
 	}
 	return Sent{Event: e, Body: m.Body, MessageID: r.MessageID}, nil
 }
@@ -296,7 +296,7 @@ func decide(ctx context.Context, db *gorm.DB, outboxID, producerID string) (mq.T
 func newOutboxID() (string, error) {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("producer: outbox ID: %w", err)
+		return "", fmt.Errorf("outbox ID: %w", err)
 	}
 	return hex.EncodeToString(b[:]), nil
 }
