@@ -55,6 +55,7 @@ type Handler struct {
 	log     *slog.Logger
 	deliver DeliverFunc
 	park    ParkFunc
+	record  RecordFunc // nil: sequence numbers are not recorded
 	metrics *Metrics
 	retry   RetryPolicy
 	now     func() time.Time
@@ -95,6 +96,13 @@ func (h *Handler) process(ctx context.Context, m *primitive.MessageExt) (string,
 		}
 		h.metrics.rejections.WithLabelValues(r.Rejection.Kind).Inc()
 		log.Warn("invalid message parked in dead_letters", "reason", r.Rejection.Reason, "body_bytes", len(m.Body))
+		if !env.InflateRefused {
+			if pid, seq := sequenceOf(env.Body); pid != "" {
+				if err := h.recordSeq(ctx, log, pid, seq); err != nil {
+					return "", err
+				}
+			}
+		}
 		return ResultParked, nil
 	}
 
@@ -113,6 +121,9 @@ func (h *Handler) process(ctx context.Context, m *primitive.MessageExt) (string,
 	}
 	h.metrics.eventLatency.Observe(h.now().Sub(e.OccurredAt).Seconds())
 	log.Debug("event signalled")
+	if err := h.recordSeq(ctx, log, e.ProducerID, e.Seq); err != nil {
+		return "", err
+	}
 	return ResultSignalled, nil
 }
 

@@ -1,6 +1,10 @@
 package bridge
 
 import (
+	"context"
+	"log/slog"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/orderflow/orderflow/message"
@@ -136,5 +140,61 @@ func (s *ConsumerStats) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(s.rejected, prometheus.CounterValue, float64(src.Rejected()))
 	for topic, lag := range src.Lag() {
 		ch <- prometheus.MustNewConstMetric(s.lag, prometheus.GaugeValue, float64(lag), topic)
+	}
+}
+
+// ProducerGaps are the suspected losses of one producer's sequence: its
+// holes open longer than the window, and the messages in them.
+type ProducerGaps struct {
+	ProducerID string
+	Gaps       int64
+	Missing    int64
+}
+
+// GapsFunc reads the suspected losses of every producer seen.
+type GapsFunc func(ctx context.Context) ([]ProducerGaps, error)
+
+// SequenceStats exports the suspected losses when scraped, per producer.
+// They are the database's view, the same on every bridge.
+type SequenceStats struct {
+	read    GapsFunc
+	log     *slog.Logger
+	gaps    *prometheus.Desc
+	missing *prometheus.Desc
+}
+
+// NewSequenceStats reads the suspected losses with read at each scrape
+// (within 5 s; on failure it exports nothing and logs a warning).
+func NewSequenceStats(read GapsFunc, log *slog.Logger) *SequenceStats {
+	return &SequenceStats{
+		read: read,
+		log:  log,
+		gaps: prometheus.NewDesc("orderflow_sequence_gaps",
+			"Holes in a producer's sequence open longer than the gap window (suspected losses), per producer.",
+			[]string{"producer_id"}, nil),
+		missing: prometheus.NewDesc("orderflow_sequence_missing_messages",
+			"Messages in the holes of orderflow_sequence_gaps, per producer.",
+			[]string{"producer_id"}, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (s *SequenceStats) Describe(ch chan<- *prometheus.Desc) {
+	ch <- s.gaps
+	ch <- s.missing
+}
+
+// Collect implements prometheus.Collector.
+func (s *SequenceStats) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ps, err := s.read(ctx)
+	if err != nil {
+		s.log.Warn("cannot read the producers' sequence gaps for /metrics", "err", err)
+		return
+	}
+	for _, p := range ps {
+		ch <- prometheus.MustNewConstMetric(s.gaps, prometheus.GaugeValue, float64(p.Gaps), p.ProducerID)
+		ch <- prometheus.MustNewConstMetric(s.missing, prometheus.GaugeValue, float64(p.Missing), p.ProducerID)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
@@ -22,6 +23,7 @@ const (
 	DefaultConsumerGroup     = "orderflow-bridge"
 	DefaultLogLevel          = "info"
 	DefaultTemporalUI        = "http://127.0.0.1:8233"
+	DefaultGapWindow         = 5 * time.Minute
 )
 
 // Config is the configuration shared by orderflow's processes. Each binary
@@ -58,6 +60,9 @@ type Config struct {
 	// TemporalUI is the base URL of the Temporal UI, for links to an
 	// order's workflow.
 	TemporalUI string
+	// GapWindow is how long a hole in a producer's sequence stays open
+	// before it counts as a suspected loss.
+	GapWindow time.Duration
 }
 
 // The shared settings.
@@ -95,6 +100,8 @@ var (
 	ConsumerGroup = Setting{Flag: "consumer-group", Env: "ORDERFLOW_CONSUMER_GROUP", Usage: "RocketMQ consumer group of the bridge"}
 	LogLevel      = Setting{Flag: "log-level", Env: "ORDERFLOW_LOG_LEVEL", Usage: "log level: debug, info, warn or error"}
 	TemporalUI    = Setting{Flag: "temporal-ui", Env: "TEMPORAL_UI", Usage: "base URL of the Temporal UI, for links to an order's workflow"}
+	GapWindow     = Setting{Flag: "gap-window", Env: "ORDERFLOW_GAP_WINDOW",
+		Usage: "how long a hole in a producer's sequence stays open before it counts as a suspected loss"}
 )
 
 // Defaults returns the configuration with every default.
@@ -108,6 +115,7 @@ func Defaults() Config {
 		Topic:             DefaultTopic,
 		ConsumerGroup:     DefaultConsumerGroup,
 		LogLevel:          DefaultLogLevel,
+		GapWindow:         DefaultGapWindow,
 	}
 }
 
@@ -162,6 +170,11 @@ func (c *Config) RegisterRocketMQ(s *Set) {
 // RegisterConsumerGroup registers the bridge's consumer group.
 func (c *Config) RegisterConsumerGroup(s *Set) {
 	s.String(&c.ConsumerGroup, DefaultConsumerGroup, ConsumerGroup)
+}
+
+// RegisterGapWindow registers the window of loss detection.
+func (c *Config) RegisterGapWindow(s *Set) {
+	s.Duration(&c.GapWindow, DefaultGapWindow, GapWindow)
 }
 
 // RegisterLog registers the log level.

@@ -59,6 +59,7 @@ func parseBridgeConfig(args []string, lookup func(string) (string, bool), out io
 	cfg.RegisterDatabase(s)
 	cfg.RegisterRocketMQ(s)
 	cfg.RegisterConsumerGroup(s)
+	cfg.RegisterGapWindow(s)
 	cfg.RegisterLog(s)
 	b := func(flag, env, usage string) config.Setting {
 		return config.Setting{Flag: flag, Env: "ORDERFLOW_BRIDGE_" + env, Usage: usage}
@@ -99,6 +100,9 @@ func parseBridgeConfig(args []string, lookup func(string) (string, bool), out io
 			errs = append(errs, fmt.Errorf("-%s: %s is not a positive duration", name, d))
 		}
 	}
+	if cfg.GapWindow < 0 {
+		errs = append(errs, fmt.Errorf("-gap-window: %s is negative", cfg.GapWindow))
+	}
 	if cfg.MaxRetryDelayLevel > 18 {
 		errs = append(errs, fmt.Errorf("-max-retry-delay-level: %d is above the broker's 18 levels", cfg.MaxRetryDelayLevel))
 	}
@@ -129,6 +133,10 @@ type bridgeDeps struct {
 	Registry *prometheus.Registry
 	Deliver  bridge.DeliverFunc
 	Park     bridge.ParkFunc
+	// Record, when set, records the sequence numbers of the messages acked.
+	Record bridge.RecordFunc
+	// Gaps, when set, reads the suspected losses for /metrics.
+	Gaps bridge.GapsFunc
 	// Checks are the readiness checks besides the consumer's.
 	Checks []obs.Check
 }
@@ -150,6 +158,14 @@ func newBridge(cfg bridgeConfig, d bridgeDeps) (*Bridge, error) {
 	retry.For = cfg.RetryFor
 	retry.Attempt = cfg.AttemptTimeout
 	h := bridge.NewHandler(d.Log, d.Deliver, d.Park, m, retry)
+	if d.Record != nil {
+		h.WithRecorder(d.Record)
+	}
+	if d.Gaps != nil {
+		if err := d.Registry.Register(bridge.NewSequenceStats(d.Gaps, d.Log)); err != nil {
+			return nil, fmt.Errorf("bridge metrics: %w", err)
+		}
+	}
 	b.consumer, err = mq.NewConsumer(mq.ConsumerConfig{
 		NameServer:         cfg.RocketMQNamesrv,
 		Topic:              cfg.Topic,
@@ -278,6 +294,8 @@ func serveBridge(ctx context.Context, stopSignals func(), cfg bridgeConfig, log 
 		Registry: metrics.Registry,
 		Deliver:  temporalDeliver(tc, cfg.TaskQueue, cfg.Workflow),
 		Park:     storePark(db),
+		Record:   storeRecord(db, log),
+		Gaps:     storeGaps(db, cfg.GapWindow),
 		Checks:   []obs.Check{obs.TemporalCheck(tc), {Name: "postgres", Check: db.Ping}},
 	})
 	if err != nil {
@@ -303,5 +321,39 @@ func storePark(s *store.Store) bridge.ParkFunc {
 	return func(ctx context.Context, dl message.DeadLetter) error {
 		_, err := s.ParkDeadLetter(ctx, dl)
 		return err
+	}
+}
+
+// storeRecord records sequence numbers in the database. A number the store
+// refuses (a producer ID too long to keep) is logged and skipped: repeating
+// cannot help.
+func storeRecord(s *store.Store, log *slog.Logger) bridge.RecordFunc {
+	return func(ctx context.Context, producerID string, seq int64) error {
+		err := s.RecordSeq(ctx, producerID, seq)
+		if errors.Is(err, store.ErrInvalid) {
+			log.Warn("sequence number not recorded", "err", err)
+			return nil
+		}
+		return err
+	}
+}
+
+// storeGaps reads the holes open for window or longer, per producer.
+func storeGaps(s *store.Store, window time.Duration) bridge.GapsFunc {
+	return func(ctx context.Context) ([]bridge.ProducerGaps, error) {
+		ps, err := s.SequenceGaps(ctx, "")
+		if err != nil {
+			return nil, err
+		}
+		out := make([]bridge.ProducerGaps, 0, len(ps))
+		for _, p := range ps {
+			g := bridge.ProducerGaps{ProducerID: p.ProducerID}
+			for _, h := range p.Suspected(window) {
+				g.Gaps++
+				g.Missing += h.Missing()
+			}
+			out = append(out, g)
+		}
+		return out, nil
 	}
 }

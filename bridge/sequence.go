@@ -1,0 +1,51 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+)
+
+// RecordFunc records that the message numbered seq in producerID's sequence
+// was received, for loss detection, and returns once that is committed.
+// It returns nil for numbers it declines to keep (it logs them).
+type RecordFunc func(ctx context.Context, producerID string, seq int64) error
+
+// WithRecorder makes h record the producer_id and seq of every message it
+// acknowledges, with r, after the message's effect is durable: a valid
+// event's, and an invalid message's when its body still carries both. A
+// message is acknowledged only once its number is recorded; while that
+// fails, it is retried and handed back like a failed delivery. Call it
+// before h handles messages. It returns h.
+func (h *Handler) WithRecorder(r RecordFunc) *Handler {
+	h.record = r
+	return h
+}
+
+// recordSeq records producerID's seq when the handler records numbers and
+// the message carries one.
+func (h *Handler) recordSeq(ctx context.Context, log *slog.Logger, producerID string, seq int64) error {
+	if h.record == nil || producerID == "" || seq < 1 {
+		return nil
+	}
+	err := h.attempt(ctx, log, targetPostgres, func(ctx context.Context) error { return h.record(ctx, producerID, seq) })
+	if err != nil {
+		log.Error("cannot record the message's sequence number; the broker will deliver it again",
+			"producer_id", producerID, "seq", seq, "err", err)
+	}
+	return err
+}
+
+// sequenceOf reads producer_id and seq from the body of an invalid message,
+// leniently: "" when the body is not a JSON object carrying a string
+// producer_id and an integer seq.
+func sequenceOf(body []byte) (string, int64) {
+	var v struct {
+		ProducerID string `json:"producer_id"`
+		Seq        int64  `json:"seq"`
+	}
+	if json.Unmarshal(body, &v) != nil || v.Seq < 1 {
+		return "", 0
+	}
+	return v.ProducerID, v.Seq
+}

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/orderflow/orderflow/config"
+	"github.com/orderflow/orderflow/fsm"
+	"github.com/orderflow/orderflow/internal/mq"
+	"github.com/orderflow/orderflow/internal/obs"
+	"github.com/orderflow/orderflow/internal/testenv"
+	"github.com/orderflow/orderflow/internal/uniq"
+	"github.com/orderflow/orderflow/message"
+	"github.com/orderflow/orderflow/store"
+)
+
+// TestGapsTwoBridgesShuffled: two bridges of one consumer group record the
+// sequence numbers of a producer whose messages arrive shuffled over four
+// queues, some twice, one in an invalid message, some never. The holes are
+// exactly the numbers never sent, the metrics count them once they are
+// open longer than the window, and late arrivals close them.
+func TestGapsTwoBridgesShuffled(t *testing.T) {
+	namesrv := testenv.RocketMQNamesrv(t)
+	db, dsn := testenv.NewDatabase(t)
+	st := store.New(db)
+	topic, group := uniq.Name("gaps"), uniq.Name("gaps-g")
+	testenv.CreateTopic(t, topic, 4)
+	testenv.CreateTopic(t, "%RETRY%"+group, 1)
+
+	c := config.Defaults()
+	c.DatabaseURL, c.RocketMQNamesrv, c.Topic, c.ConsumerGroup = dsn, namesrv, topic, group
+	c.GapWindow = 2 * time.Second
+	cfg := bridgeConfig{Config: c, MetricsAddr: "127.0.0.1:0", Concurrency: 4, BatchSize: 1,
+		GracePeriod: 10 * time.Second, RetryFor: 2 * time.Second, AttemptTimeout: time.Second,
+		MaxRetryDelayLevel: 1, Workflow: testParams}
+	// No Temporal: this test is about the numbers, so delivery succeeds at once.
+	deliver := func(context.Context, fsm.Event, message.Envelope) error { return nil }
+	var bridges []*Bridge
+	for i := 0; i < 2; i++ {
+		log := obs.NewLogger(testWriter(t), slog.LevelWarn, "bridge")
+		b, err := newBridge(cfg, bridgeDeps{Log: log, Registry: prometheus.NewRegistry(), Deliver: deliver,
+			Park: storePark(st), Record: storeRecord(st, log), Gaps: storeGaps(st, cfg.GapWindow)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = b.Stop() })
+		bridges = append(bridges, b)
+	}
+	time.Sleep(3 * time.Second) // the two share the queues
+
+	p, err := mq.NewProducer(namesrv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	pid := uniq.Name("gaps-producer")
+	const n = 80
+	lost := map[int64]bool{7: true, 20: true, 21: true, 22: true, 45: true}
+	badSeq := int64(50)
+	send := func(seq int64) {
+		t.Helper()
+		body, err := message.Encode(fsm.Event{EventID: fmt.Sprintf("e-%d", seq), OrderID: fmt.Sprintf("%s-%d", pid, seq),
+			UserID: 1, Status: fsm.Created, Version: 1, AmountCents: 100, OccurredAt: time.Now().UTC(),
+			ProducerID: pid, Seq: seq})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := mq.EventMessage(topic, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seq == badSeq { // still numbered, but invalid: parked, and its number recorded
+			m.Body = []byte(fmt.Sprintf(`{"event_id":"e-%d","order_id":"%s-%d","user_id":1,"status":"REFUNDED","version":1,"amount_cents":100,"occurred_at":"2025-01-01T00:00:00Z","producer_id":%q,"seq":%d}`,
+				seq, pid, seq, pid, seq))
+		}
+		if _, err := p.Publish(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var seqs []int64
+	for s := int64(1); s <= n; s++ {
+		if !lost[s] {
+			seqs = append(seqs, s)
+			if s%6 == 0 {
+				seqs = append(seqs, s) // a producer retry
+			}
+		}
+	}
+	rand.Shuffle(len(seqs), func(a, b int) { seqs[a], seqs[b] = seqs[b], seqs[a] })
+	for _, s := range seqs {
+		send(s)
+	}
+
+	producer := waitGaps(t, st, pid, n, [][2]int64{{7, 7}, {20, 22}, {45, 45}})
+	if producer.Received < int64(len(seqs)) {
+		t.Fatalf("recorded %d numbers, sent %d", producer.Received, len(seqs))
+	}
+	for i, b := range bridges {
+		if v := metric(t, b.Addr(), `orderflow_bridge_messages_total{result="signalled"}`); v <= 0 {
+			t.Errorf("bridge %d handled no message: the two did not share the queues", i)
+		}
+	}
+	// Suspected once open longer than the window, on either bridge.
+	series := fmt.Sprintf(`orderflow_sequence_gaps{producer_id=%q}`, pid)
+	missing := fmt.Sprintf(`orderflow_sequence_missing_messages{producer_id=%q}`, pid)
+	waitMetric(t, bridges[0].Addr(), series, 3)
+	if v := metric(t, bridges[1].Addr(), missing); v != 5 {
+		t.Fatalf("%s = %v, want 5", missing, v)
+	}
+
+	// Late arrivals close the holes.
+	for s := range lost {
+		send(s)
+	}
+	waitGaps(t, st, pid, n, nil)
+	waitMetric(t, bridges[1].Addr(), series, 0)
+}
+
+// waitGaps waits until producer pid's numbers reach highest with exactly
+// the holes want, and returns what the store says of it.
+func waitGaps(t *testing.T, st *store.Store, pid string, highest int64, want [][2]int64) store.SeqProducer {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ps, err := st.SequenceGaps(context.Background(), pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var gaps [][2]int64
+		if len(ps) == 1 {
+			for _, g := range ps[0].Gaps {
+				gaps = append(gaps, [2]int64{g.From, g.To})
+			}
+			if ps[0].Highest == highest && reflect.DeepEqual(gaps, want) {
+				return ps[0]
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 60 s: %+v (gaps %v), want highest %d and gaps %v", ps, gaps, highest, want)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
