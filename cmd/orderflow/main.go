@@ -10,6 +10,7 @@
 //	orderflow why ORDER_ID [V]  everything known about one order, and why each event was decided so
 //	orderflow prune [flags]     remove the order_events rows and dead letters of orders terminal for longer than -older-than
 //	orderflow migrate [flags]   apply the pending schema migrations, then exit
+//	orderflow gaps [flags]      holes in the producers' sequences: suspected lost messages
 //
 // Every subcommand takes the same configuration as the worker and the
 // bridge (flags and environment variables; `orderflow SUBCOMMAND -h` lists
@@ -46,6 +47,7 @@ var commands = []command{
 	{"why", "explain one order: why ORDER_ID [VERSION]", runWhy},
 	{"prune", "remove the details of orders finished long ago: prune -older-than 30d [-dry-run]", runPrune},
 	{"migrate", "apply the pending schema migrations, then exit (the worker and the bridge also migrate on start)", runMigrate},
+	{"gaps", "holes in the producers' sequences [-producer ID] [-gap-window 5m]; exit 1 on a suspected loss", runGaps},
 }
 
 // errUsage marks an error about the command line (exit status 2).

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/orderflow/orderflow/internal/testenv"
+	"github.com/orderflow/orderflow/store"
+)
+
+func TestGapsListsHolesAndSuspectedLosses(t *testing.T) {
+	gdb, dsn := testenv.NewDatabase(t)
+	t.Setenv("DATABASE_URL", dsn)
+	s := store.New(gdb)
+	ctx := context.Background()
+	for _, r := range []struct {
+		p    string
+		seqs []int64
+	}{{"shop-a", []int64{1, 2, 3, 5, 6, 7, 10}}, {"shop-b", []int64{1, 2, 3}}} {
+		for _, n := range r.seqs {
+			if err := s.RecordSeq(ctx, r.p, n); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	gaps := func(args ...string) (int, string, string) {
+		var out, errOut bytes.Buffer
+		code := run(ctx, append([]string{"gaps"}, args...), &out, &errOut)
+		return code, out.String(), errOut.String()
+	}
+
+	code, out, errOut := gaps("-gap-window", "0s")
+	if code != 1 || !strings.Contains(out, "suspected lost: 3 messages from producer shop-a (seq 4, 8-9)") ||
+		!strings.Contains(errOut, "3 suspected lost messages in 2 gaps") {
+		t.Fatalf("gaps -gap-window 0s: exit %d\n%s%s", code, out, errOut)
+	}
+	if strings.Contains(out, "from producer shop-b") {
+		t.Fatalf("shop-b has no hole:\n%s", out)
+	}
+
+	// Younger than the window: listed as open, no finding.
+	code, out, errOut = gaps("-gap-window", "1h")
+	if code != 0 || !strings.Contains(out, "8-9") || !strings.Contains(out, "open") || strings.Contains(out, "suspected lost:") {
+		t.Fatalf("gaps -gap-window 1h: exit %d\n%s%s", code, out, errOut)
+	}
+
+	code, out, errOut = gaps("-producer", "shop-b", "-json")
+	var r gapsReport
+	if code != 0 || json.Unmarshal([]byte(out), &r) != nil || len(r.Producers) != 1 || r.Producers[0].Highest != 3 ||
+		len(r.Producers[0].Gaps) != 0 {
+		t.Fatalf("gaps -producer shop-b -json: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, _, errOut = gaps("-producer", "nobody"); code != 1 || !strings.Contains(errOut, "not found") {
+		t.Fatalf("gaps -producer nobody: exit %d\n%s", code, errOut)
+	}
+	if code, _, _ = gaps("-gap-window", "-1s"); code != 2 {
+		t.Fatalf("gaps -gap-window -1s: exit %d, want 2", code)
+	}
+}
