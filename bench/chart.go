@@ -48,26 +48,40 @@ const chartDPI = 96
 
 // WritePNG draws the chart into path.
 func (c chart) WritePNG(path string) error {
-	if c.W <= 0 || c.H <= 0 {
-		return fmt.Errorf("chart size %dx%d", c.W, c.H)
-	}
-	p, err := c.plot()
-	if err != nil {
-		return err
-	}
+	return writeCharts(path, c.W, c.H, c)
+}
 
-	img := vgimg.NewWith(vgimg.UseImage(image.NewRGBA(image.Rect(0, 0, c.W, c.H))), vgimg.UseDPI(chartDPI))
+// writeCharts draws charts stacked top to bottom, each as tall as the
+// others, into a PNG of w x h pixels at path.
+func writeCharts(path string, w, h int, charts ...chart) error {
+	if w <= 0 || h <= 0 {
+		return fmt.Errorf("chart size %dx%d", w, h)
+	}
+	img := vgimg.NewWith(vgimg.UseImage(image.NewRGBA(image.Rect(0, 0, w, h))), vgimg.UseDPI(chartDPI))
 	pad := vg.Points(6)
-	dc := draw.Crop(draw.New(img), pad, -pad, pad, -pad)
-	// The plot takes the canvas less a column on the right for the legend,
-	// so the legend never hides a line; the legend starts level with the
-	// top of the plot area, under the title.
-	legend := p.Legend
-	p.Legend = plot.NewLegend() // nothing for p.Draw to draw
-	lw := legend.Rectangle(dc).Size().X + 2*pad
-	p.Draw(draw.Crop(dc, 0, -lw, 0, 0))
-	below := p.Title.TextStyle.Height(p.Title.Text) + p.Title.Padding
-	legend.Draw(draw.Crop(dc, dc.Size().X-lw+2*pad, 0, 0, -below))
+	all := draw.New(img)
+	if len(charts) == 0 {
+		charts = []chart{{}}
+	}
+	step := all.Size().Y / vg.Length(len(charts))
+	for i, c := range charts {
+		p, err := c.plot()
+		if err != nil {
+			return err
+		}
+		// Chart i takes the i-th band from the top.
+		top, bottom := vg.Length(i)*step, vg.Length(len(charts)-1-i)*step
+		dc := draw.Crop(all, pad, -pad, bottom+pad, -top-pad)
+		// The plot takes the band less a column on the right for the
+		// legend, so the legend never hides a line; the legend starts level
+		// with the top of the plot area, under the title.
+		legend := p.Legend
+		p.Legend = plot.NewLegend() // nothing for p.Draw to draw
+		lw := legend.Rectangle(dc).Size().X + 2*pad
+		p.Draw(draw.Crop(dc, 0, -lw, 0, 0))
+		below := p.Title.TextStyle.Height(p.Title.Text) + p.Title.Padding
+		legend.Draw(draw.Crop(dc, dc.Size().X-lw+2*pad, 0, 0, -below))
+	}
 
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
