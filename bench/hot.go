@@ -1,0 +1,231 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/orderflow/orderflow/fsm"
+	"github.com/orderflow/orderflow/internal/mq"
+	"github.com/orderflow/orderflow/scenario"
+	"github.com/orderflow/orderflow/workflows"
+	"github.com/orderflow/orderflow/workflows/api"
+)
+
+// hotScenario is one order receiving n events (n >= 5): CREATED and n-5
+// data updates at CREATED (the amount changing), then PAID, SHIPPED,
+// DELIVERED and COMPLETED, published in version order. Its expectations are
+// what scenario.Generate would state for such a path: the order ends as its
+// highest version says, which is applied whatever the delivery order.
+func hotScenario(prefix string, n int, start time.Time) (*scenario.Scenario, error) {
+	if n < 5 {
+		return nil, fmt.Errorf("a hot order needs at least 5 events, got %d", n)
+	}
+	id := scenario.OrderID(prefix, 0)
+	start = start.UTC().Truncate(time.Second)
+	sc := &scenario.Scenario{}
+	exp := &sc.Expected
+	paid := []scenario.Status{scenario.Paid, scenario.Shipped, scenario.Delivered, scenario.Completed}
+	var last scenario.Event
+	for v := 1; v <= n; v++ {
+		status, amount := scenario.Created, int64(1000+v)
+		if k := v - (n - len(paid)); k >= 1 {
+			status, amount = paid[k-1], int64(1000+n-len(paid))
+		}
+		e := scenario.Event{EventID: fmt.Sprintf("%s-v%d", id, v), OrderID: id, UserID: 7, Status: status,
+			Version: int64(v), AmountCents: amount, OccurredAt: start.Add(time.Duration(v) * time.Millisecond),
+			ProducerID: prefix + "-producer", Seq: int64(v)}
+		body, err := json.Marshal(e)
+		if err != nil {
+			return nil, fmt.Errorf("hot order: encode %s: %w", e.Key(), err)
+		}
+		m, err := mq.EventMessage("", body)
+		if err != nil {
+			return nil, err
+		}
+		sc.Messages = append(sc.Messages, scenario.Message{Kind: scenario.KindEvent, Msg: m, Event: e})
+		k := scenario.PublishedKey{OrderID: id, Version: e.Version, Content: e.Content()}
+		if v == n {
+			k.Outcome = scenario.OutcomeApplied
+		}
+		exp.Keys = append(exp.Keys, k)
+		last = e
+	}
+	exp.Prefix = prefix
+	exp.Options = scenario.Options{Orders: 1, Prefix: prefix, Start: start}
+	exp.Orders = []scenario.ExpectedOrder{{OrderID: id, UserID: last.UserID, Status: last.Status,
+		Version: last.Version, AmountCents: last.AmountCents}}
+	exp.Counts.Messages, exp.Counts.Orders, exp.Counts.Events = n, 1, n
+	return sc, nil
+}
+
+// hotResult is what Temporal holds for the hot order's workflow once the
+// database settled: its chain of runs and how each ended.
+type hotResult struct {
+	WorkflowID string `json:"workflow_id"`
+	// Runs counts the runs of the chain; Statuses counts them by
+	// execution status (ContinuedAsNew for all but the last, which is
+	// Running during its grace period).
+	Runs     int            `json:"runs"`
+	Statuses map[string]int `json:"statuses"`
+	// MaxHistory is the longest history of a run, in events.
+	MaxHistory int64 `json:"max_history"`
+	// TaskFailures counts the workflow tasks that failed over all runs
+	// (for example a completion the server refused because new signals
+	// had arrived).
+	TaskFailures int `json:"task_failures"`
+	// Duplicates is the count of duplicates the workflow skipped itself.
+	Duplicates int64 `json:"duplicates"`
+}
+
+// String is the one-line summary of r.
+func (r hotResult) String() string {
+	var parts []string
+	for _, s := range sortedStatuses(r.Statuses) {
+		parts = append(parts, fmt.Sprintf("%s %d", s, r.Statuses[s]))
+	}
+	return fmt.Sprintf("%d run(s) (%s), longest history %d events, %d failed workflow task(s)",
+		r.Runs, strings.Join(parts, ", "), r.MaxHistory, r.TaskFailures)
+}
+
+func sortedStatuses(m map[string]int) []string {
+	out := make([]string, 0, len(m))
+	for s := range m {
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// checkHot lists every run of the order's workflow and fails when one ended
+// otherwise than by continue-as-new or completion (a history limit
+// terminates a run; a later signal would start a fresh one that rehydrates
+// from PostgreSQL, so the database alone cannot tell).
+func checkHot(ctx context.Context, c client.Client, namespace, orderID string) (hotResult, error) {
+	// Visibility trails the runs by a moment: look again while it does.
+	for i := 0; ; i++ {
+		r, err := listHot(ctx, c, namespace, orderID)
+		if !errors.Is(err, errVisibilityLag) || i == 40 {
+			return r, err
+		}
+		select {
+		case <-ctx.Done():
+			return r, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// errVisibilityLag is listHot's error when visibility does not list every
+// run yet.
+var errVisibilityLag = errors.New("visibility lags")
+
+// listHot is one look of checkHot.
+func listHot(ctx context.Context, c client.Client, namespace, orderID string) (hotResult, error) {
+	id := api.WorkflowID(orderID)
+	r := hotResult{WorkflowID: id, Statuses: map[string]int{}}
+	var (
+		token []byte
+		bad   []string
+	)
+	for {
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace: namespace, Query: fmt.Sprintf("WorkflowId = '%s'", id), NextPageToken: token})
+		if err != nil {
+			return r, fmt.Errorf("list runs of %s: %w", id, err)
+		}
+		for _, ex := range resp.GetExecutions() {
+			r.Runs++
+			st := ex.GetStatus()
+			r.Statuses[strings.TrimPrefix(st.String(), "WORKFLOW_EXECUTION_STATUS_")]++
+			n := ex.GetHistoryLength()
+			switch st {
+			case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+				// Visibility has the length of closed runs only.
+				d, err := c.DescribeWorkflowExecution(ctx, id, ex.GetExecution().GetRunId())
+				if err != nil {
+					return r, fmt.Errorf("describe %s: %w", id, err)
+				}
+				n = d.GetWorkflowExecutionInfo().GetHistoryLength()
+			case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW:
+			default:
+				bad = append(bad, fmt.Sprintf("run %s %s: %s", ex.GetExecution().GetRunId(), st,
+					closeReason(ctx, c, id, ex.GetExecution().GetRunId())))
+			}
+			r.MaxHistory = max(r.MaxHistory, n)
+			failures, err := taskFailures(ctx, c, id, ex.GetExecution().GetRunId())
+			if err != nil {
+				return r, err
+			}
+			r.TaskFailures += failures
+		}
+		if token = resp.GetNextPageToken(); len(token) == 0 {
+			break
+		}
+	}
+	if r.Runs == 0 {
+		return r, fmt.Errorf("%w: no run of %s is visible", errVisibilityLag, id)
+	}
+	if len(bad) > 0 {
+		return r, fmt.Errorf("the hot order's workflow did not continue as new cleanly: %s", strings.Join(bad, "; "))
+	}
+	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	v, err := c.QueryWorkflow(qctx, id, "", api.QueryState)
+	if err != nil {
+		return r, fmt.Errorf("query %s: %w", id, err)
+	}
+	var st workflows.State
+	if err := v.Get(&st); err != nil {
+		return r, fmt.Errorf("query %s: %w", id, err)
+	}
+	if st.Runs != r.Runs {
+		return r, fmt.Errorf("%w: the workflow counts %d runs, Temporal lists %d", errVisibilityLag, st.Runs, r.Runs)
+	}
+	r.Duplicates = st.Counts[fsm.Duplicate]
+	return r, nil
+}
+
+// taskFailures counts the failed workflow tasks in a run's history.
+func taskFailures(ctx context.Context, c client.Client, id, runID string) (int, error) {
+	n := 0
+	it := c.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			return n, fmt.Errorf("history of %s run %s: %w", id, runID, err)
+		}
+		if e.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// closeReason is the close event of a run, for the report of a run that
+// failed or was terminated.
+func closeReason(ctx context.Context, c client.Client, id, runID string) string {
+	it := c.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			return err.Error()
+		}
+		if a := e.GetWorkflowExecutionTerminatedEventAttributes(); a != nil {
+			return "terminated: " + a.GetReason()
+		}
+		if a := e.GetWorkflowExecutionFailedEventAttributes(); a != nil {
+			return "failed: " + a.GetFailure().GetMessage()
+		}
+		return e.GetEventType().String()
+	}
+	return "no close event"
+}
