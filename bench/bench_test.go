@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/orderflow/orderflow/internal/procs"
 	"github.com/orderflow/orderflow/internal/uniq"
@@ -17,6 +18,13 @@ import (
 func TestParseRejectsBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"-orders", "0"},
+		{"-open-rates", "0.5,0"},
+		{"-open-rates", "x"},
+		{"-steady-rate", "0"},
+		{"-steady-rate", "0.25,0.5"},
+		{"-dup-rate", "1.5"},
+		{"-open-duration", "0s"},
+		{"-hot-events", "3"},
 		{"-concurrency", "-1"},
 		{"-scale-concurrency", "8,x"},
 		{"-scale-workers", ""},
@@ -33,6 +41,9 @@ func TestParseRejectsBadFlags(t *testing.T) {
 	}
 	if len(o.scaleConc) != 2 || o.scaleConc[0] != 4 || o.scaleConc[1] != 16 {
 		t.Errorf("scale concurrency %v, want [4 16]", o.scaleConc)
+	}
+	if len(o.open.Fractions) != 3 || o.open.Steady != 0.5 || o.open.Duration != time.Minute || o.hotEvents != 2000 || o.dupRate != 0.5 {
+		t.Errorf("defaults: open loop %+v, hot events %d, dup rate %v", o.open, o.hotEvents, o.dupRate)
 	}
 	if tu.WorkflowPollers != 8 || !strings.Contains(strings.Join(tu.workerFlags(), " "), "-workflow-pollers 8") {
 		t.Errorf("worker flags %v do not carry -workflow-pollers 8", tu.workerFlags())
@@ -159,32 +170,46 @@ func TestChartPNGEdges(t *testing.T) {
 	}
 }
 
-func TestDrawChart(t *testing.T) {
-	o := options{scaleConc: []int{8, 32, 64}, scaleWorkers: []int{1, 2, 4}}
-	res := results{Ceiling: ceilingJSON{Rate: 400}, Baseline: cellResult{Rate: 1500}}
-	for _, c := range o.scaleConc {
-		for _, w := range o.scaleWorkers {
-			res.Scaling = append(res.Scaling, cellResult{Config: cellConfig{Concurrency: c, Workers: w},
-				Rate: float64(50*w + c)})
-		}
+func TestDrawOpenLoopChart(t *testing.T) {
+	res := results{E2E: cellResult{Rate: 200}, Baseline: cellResult{Rate: 1500}}
+	for i, f := range []float64{0.25, 0.5, 0.75} {
+		res.OpenLoop = append(res.OpenLoop, cellResult{Config: cellConfig{Offered: f * 200, Fraction: f},
+			Rate: f*200 - float64(i), P50: time.Duration(100*(i+1)) * time.Millisecond,
+			P99: time.Duration(400*(i+1)) * time.Millisecond})
 	}
 	path := filepath.Join(t.TempDir(), "docs", "bench-throughput.png")
-	if err := drawChart(path, o, res); err != nil {
+	if err := drawOpenLoopChart(path, res); err != nil {
 		t.Fatal(err)
 	}
 	img := readPNG(t, path)
-	if b := img.Bounds(); b.Dx() != 760 || b.Dy() != 420 {
-		t.Fatalf("image %v, want 760x420", b)
+	if b := img.Bounds(); b.Dx() != 760 || b.Dy() != 720 {
+		t.Fatalf("image %v, want 760x720", b)
 	}
-	// One line per worker count and the ceiling, in the left half, away
-	// from the legend. (The black 0.6 x ceiling line cannot be told from
-	// the axes by its colour.)
-	cols := []color.RGBA{colBlue, colOrng, colRed, colGreen}
-	counts, _ := colourCounts(img, image.Rect(0, 0, 380, 420), cols...)
-	for i, n := range counts {
-		if n < 20 {
-			t.Errorf("colour %v has %d pixels: its line is missing", cols[i], n)
+	// Throughput and the e2e line in the top half, p99 and p50 in the
+	// bottom half, each left of the legends.
+	for _, c := range []struct {
+		name string
+		r    image.Rectangle
+		cols []color.RGBA
+	}{
+		{"throughput panel", image.Rect(0, 0, 450, 360), []color.RGBA{colBlue, colGreen}},
+		{"latency panel", image.Rect(0, 360, 450, 720), []color.RGBA{colRed, colOrng}},
+	} {
+		counts, _ := colourCounts(img, c.r, c.cols...)
+		for i, n := range counts {
+			if n < 20 {
+				t.Errorf("%s: colour %v has %d pixels: its line is missing", c.name, c.cols[i], n)
+			}
 		}
+		if others, _ := colourCounts(img, c.r, colBlue, colRed); c.name == "latency panel" && others[0] > 0 {
+			t.Errorf("the throughput line strays into the latency panel")
+		}
+	}
+}
+
+func TestDrawOpenLoopChartNeedsResults(t *testing.T) {
+	if err := drawOpenLoopChart(filepath.Join(t.TempDir(), "c.png"), results{}); err == nil {
+		t.Error("drawOpenLoopChart without open-loop results did not fail")
 	}
 }
 
@@ -193,12 +218,6 @@ func TestNiceStep(t *testing.T) {
 		if got := niceStep(raw); got != want {
 			t.Errorf("niceStep(%v) = %v, want %v", raw, got, want)
 		}
-	}
-}
-
-func TestDrawChartNeedsResults(t *testing.T) {
-	if err := drawChart(filepath.Join(t.TempDir(), "c.png"), options{scaleConc: []int{8}}, results{}); err == nil {
-		t.Error("drawChart without scaling results did not fail")
 	}
 }
 

@@ -3,10 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -26,6 +26,13 @@ import (
 // cellConfig is one measured run: a fresh scenario on a fresh topic and
 // consumer group and a fresh database, consumed either by orderflow (bridge
 // and worker processes) or by the direct consumer.
+//
+// A cell runs in one of two modes. By default it drains a backlog: the
+// whole scenario is published before the consumers start, so the rate is the
+// consumers' and not the publisher's. With Offered > 0 it is open-loop: the
+// consumers start first, one warm-up event goes through, then the scenario
+// is published at a steady rate whatever the consumers do, and the latency
+// of each business key is measured.
 type cellConfig struct {
 	Name        string
 	Orders      int
@@ -34,30 +41,61 @@ type cellConfig struct {
 	Workers     int  // worker processes (orderflow only)
 	Direct      bool // the direct-consumer baseline instead of orderflow
 	Seed        int64
-	Profile     bool // capture CPU profiles of the first worker and the bridge
+	// DupRate is the scenario's share of messages sent twice.
+	DupRate float64
+	// Offered, when > 0, runs the cell open-loop at this many distinct
+	// events per second (duplicates, conflicts and bad messages come on
+	// top, in the scenario's proportions).
+	Offered float64 `json:",omitempty"`
+	// Fraction is Offered as a share of the e2e backlog rate.
+	Fraction float64 `json:",omitempty"`
+	Profile  bool    // capture CPU profiles of the first worker and the bridge
+	// generate, when set, builds the scenario instead of scenarioOptions.
+	generate func(prefix string) (*scenario.Scenario, error)
+	// inspect, when set, runs once the cell settled, while its consumers
+	// still run (a query needs a worker).
+	inspect func(ctx context.Context, r *cellResult) error
 }
 
-// cellResult is what one cell measured.
+// cellResult is what one cell measured. Rates count distinct valid events
+// (business keys), the unit the baseline and orderflow share.
 type cellResult struct {
-	Config   cellConfig
-	Messages int // published, duplicates, conflicts and bad messages included
-	Events   int // distinct valid business keys
-	Elapsed  time.Duration
-	Rate     float64 // messages per second, first publish to last effect
-	Publish  time.Duration
-	P50, P99 time.Duration // publish to first_seen_at of each business key
-	Verified bool
+	Config cellConfig
+	// Prefix starts the run's order IDs.
+	Prefix     string
+	Messages   int // published, duplicates, conflicts and bad messages included
+	Events     int // distinct valid business keys
+	Duplicates int
+	// Publish is how long publishing took.
+	Publish time.Duration
+	// Startup is, for a backlog, the time from the consumer's start to its
+	// first database effect (process start, connections, rebalance).
+	Startup time.Duration `json:",omitempty"`
+	// Elapsed is, for a backlog, the time from the first database effect
+	// to the last; open-loop, from the first publish to the last effect.
+	Elapsed time.Duration
+	// Rate is distinct events per second over Elapsed; MessageRate the
+	// same for every message published.
+	Rate, MessageRate float64
+	// PublishRate is the rate the open-loop publisher kept, in messages/s.
+	PublishRate float64 `json:",omitempty"`
+	// P50, P95 and P99 are the open-loop latencies from a business key's
+	// first publish to its order_events row.
+	P50, P95, P99 time.Duration `json:",omitempty"`
+	Verified      bool
 	// Metrics are a few of Temporal's SDK metrics of the run's processes
 	// (mean seconds), when it was profiled.
 	Metrics map[string]float64 `json:",omitempty"`
+	// Hot is what the hot-order cell found in Temporal.
+	Hot *hotResult `json:",omitempty"`
 }
 
 // scenarioOptions are the benchmark's scenario: DESIGN's distortions with
-// 20% duplicates.
-func scenarioOptions(orders int, seed int64, prefix string) scenario.Options {
+// dupRate duplicates (the e2e and baseline runs use 20%).
+func scenarioOptions(orders int, seed int64, prefix string, dupRate float64) scenario.Options {
 	return scenario.Options{
 		Orders: orders, Seed: seed, Prefix: prefix, Start: time.Now().UTC().Truncate(time.Second),
-		DupRate: 0.2, Reorder: 0.3, CancelRate: 0.2, OpenRate: 0.1, UpdateRate: 0.2, GapRate: 0.05,
+		DupRate: dupRate, Reorder: 0.3, CancelRate: 0.2, OpenRate: 0.1, UpdateRate: 0.2, GapRate: 0.05,
 		Conflicts: 5, Bad: 6,
 	}
 }
@@ -79,25 +117,26 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 	group := uniq.Name("bench-group")
 	tq := uniq.Name("bench-tq")
 	prefix := uniq.Name("b")
+	res.Prefix = prefix
 	if err := createTopic(ctx, b.namesrv, b.broker, topic, 8); err != nil {
 		return res, err
 	}
-	sc, err := scenario.Generate(scenarioOptions(cc.Orders, cc.Seed, prefix))
+	generate := cc.generate
+	if generate == nil {
+		generate = func(prefix string) (*scenario.Scenario, error) {
+			return scenario.Generate(scenarioOptions(cc.Orders, cc.Seed, prefix, cc.DupRate))
+		}
+	}
+	sc, err := generate(prefix)
 	if err != nil {
 		return res, err
 	}
 	exp := sc.Expected
 	exp.Topic = topic
-	res.Messages, res.Events = exp.Counts.Messages, exp.Counts.Events
-
-	// Consumers first, so that consumption overlaps publishing.
-	stop, pprofAddrs, err := b.startConsumers(ctx, cc, db, topic, group, tq)
-	if err != nil {
-		return res, err
+	res.Messages, res.Events, res.Duplicates = exp.Counts.Messages, exp.Counts.Events, exp.Counts.Duplicates
+	if res.Events == 0 {
+		return res, fmt.Errorf("%s: the scenario has no valid event", cc.Name)
 	}
-	defer stop()
-	profiled := b.captureProfiles(ctx, cc.Name, pprofAddrs)
-	defer profiled()
 
 	p, err := mq.NewProducer(b.cfg.RocketMQNamesrv, mq.WithProducerGroup(uniq.Name("bench-pub")))
 	if err != nil {
@@ -105,14 +144,43 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 	}
 	defer p.Close()
 	sent := make([]time.Time, len(sc.Messages))
-	begin := time.Now()
-	err = scenario.Publish(ctx, p, sc.Messages, scenario.PublishOptions{Topic: topic, Progress: func(n int) {
-		sent[n-1] = time.Now()
-	}})
+	publish := func(rate float64) error {
+		begin := time.Now()
+		err := scenario.Publish(ctx, p, sc.Messages, scenario.PublishOptions{Topic: topic, Rate: rate,
+			Progress: func(n int) { sent[n-1] = time.Now() }})
+		res.Publish = time.Since(begin)
+		return err
+	}
+
+	if cc.Offered <= 0 {
+		// A backlog: everything is in the broker before a consumer starts.
+		if err := publish(0); err != nil {
+			return res, err
+		}
+	}
+	stop, pprofAddrs, started, err := b.startConsumers(ctx, cc, db, topic, group, tq)
 	if err != nil {
 		return res, err
 	}
-	res.Publish = time.Since(begin)
+	defer stop()
+	if cc.Offered > 0 {
+		// Open loop: the pipeline is live (one event of another prefix
+		// went through it) before the clock starts.
+		if err := warmUp(ctx, p, db, topic); err != nil {
+			return res, fmt.Errorf("%s: %w", cc.Name, err)
+		}
+	}
+	profiled := b.captureProfiles(ctx, cc.Name, pprofAddrs)
+	defer profiled()
+	if cc.Offered > 0 {
+		rate := cc.Offered * float64(res.Messages) / float64(res.Events)
+		if err := publish(rate); err != nil {
+			return res, err
+		}
+		if d := sent[len(sent)-1].Sub(sent[0]); d > 0 {
+			res.PublishRate = float64(len(sent)-1) / d.Seconds()
+		}
+	}
 
 	report, err := check.WaitSettled(ctx, db.DB, &exp, check.WaitOptions{
 		Wait: b.settleWait, Interval: 500 * time.Millisecond, Settle: time.Second,
@@ -126,32 +194,55 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 		return res, err
 	}
 	res.Verified = report.OK()
+	if cc.inspect != nil {
+		if err := cc.inspect(ctx, &res); err != nil {
+			return res, err
+		}
+	}
 	if cc.Profile {
 		res.Metrics = b.saveMetrics(ctx)
 	}
 
-	last, err := lastEffect(ctx, db)
+	first, last, err := effectSpan(ctx, db)
 	if err != nil {
 		return res, err
 	}
+	// A backlog's clock starts at the first effect (Startup is reported
+	// apart); an open loop's at the first publish.
+	begin := first
+	if cc.Offered > 0 {
+		begin = sent[0]
+	} else {
+		res.Startup = first.Sub(started)
+	}
 	res.Elapsed = last.Sub(begin)
 	if res.Elapsed <= 0 {
-		return res, fmt.Errorf("%s: last effect %s precedes the first publish %s", cc.Name, last, begin)
+		return res, fmt.Errorf("%s: the last effect (%s) is not after the start (%s)", cc.Name, last, begin)
 	}
-	res.Rate = float64(res.Messages) / res.Elapsed.Seconds()
-	res.P50, res.P99, err = latencies(ctx, db, sc.Messages, sent)
-	return res, err
+	res.Rate = float64(res.Events) / res.Elapsed.Seconds()
+	res.MessageRate = float64(res.Messages) / res.Elapsed.Seconds()
+	if cc.Offered > 0 {
+		lat, err := latencies(ctx, db, sc.Messages, sent)
+		if err != nil {
+			return res, err
+		}
+		res.P50, res.P95, res.P99 = quantile(lat, 0.50), quantile(lat, 0.95), quantile(lat, 0.99)
+	}
+	return res, nil
 }
 
 // startConsumers starts what consumes the cell's topic and returns how to
-// stop it, and the pprof addresses of the processes it profiles.
-func (b *bench) startConsumers(ctx context.Context, cc cellConfig, db *database, topic, group, tq string) (func(), map[string]string, error) {
+// stop it, the pprof addresses of the processes it profiles, and when the
+// consumer of the topic (the bridge or the direct consumer) was started:
+// the worker processes are ready by then.
+func (b *bench) startConsumers(ctx context.Context, cc cellConfig, db *database, topic, group, tq string) (stop func(), pprof map[string]string, started time.Time, err error) {
 	if cc.Direct {
+		started = time.Now()
 		d, err := startDirect(ctx, db.DSN, b.cfg.RocketMQNamesrv, topic, group, cc.Concurrency, cc.BatchSize)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, started, err
 		}
-		return d.Stop, nil, nil
+		return d.Stop, nil, started, nil
 	}
 	pprofAddrs := map[string]string{}
 	pprofFlag := func(name string) []string {
@@ -165,11 +256,11 @@ func (b *bench) startConsumers(ctx context.Context, cc cellConfig, db *database,
 		pprofAddrs[name] = addr
 		return []string{"-pprof-addr", addr}
 	}
-	var started []*procs.Proc
+	var running []*procs.Proc
 	stopAll := func() {
 		// Bridge first (it was started last), then the workers.
-		for i := len(started) - 1; i >= 0; i-- {
-			_, _, _ = started[i].Stop(40 * time.Second)
+		for i := len(running) - 1; i >= 0; i-- {
+			_, _, _ = running[i].Stop(40 * time.Second)
 		}
 	}
 	metricsAddrs := map[string]string{}
@@ -183,7 +274,7 @@ func (b *bench) startConsumers(ctx context.Context, cc cellConfig, db *database,
 			stopAll()
 			return err
 		}
-		started = append(started, p)
+		running = append(running, p)
 		metricsAddrs[name] = p.Addr()
 		return nil
 	}
@@ -197,7 +288,7 @@ func (b *bench) startConsumers(ctx context.Context, cc cellConfig, db *database,
 			args = append(args, pprofFlag(name)...)
 		}
 		if err := start(name, b.workerBin, "ORDERFLOW_WORKER_METRICS_ADDR", args); err != nil {
-			return nil, nil, err
+			return nil, nil, started, err
 		}
 	}
 	args := append(slices.Clone(common), "-topic", topic, "-consumer-group", group,
@@ -205,11 +296,12 @@ func (b *bench) startConsumers(ctx context.Context, cc cellConfig, db *database,
 		"-concurrency", strconv.Itoa(cc.Concurrency), "-batch-size", strconv.Itoa(cc.BatchSize))
 	args = append(args, b.bridgeArgs...)
 	args = append(args, pprofFlag(cc.Name+"-bridge")...)
+	started = time.Now()
 	if err := start(cc.Name+"-bridge", b.bridgeBin, "ORDERFLOW_BRIDGE_METRICS_ADDR", args); err != nil {
-		return nil, nil, err
+		return nil, nil, started, err
 	}
 	b.metricsAddrs = metricsAddrs
-	return stopAll, pprofAddrs, nil
+	return stopAll, pprofAddrs, started, nil
 }
 
 // profileSeconds is the length of the CPU profiles captured under load.
@@ -318,24 +410,28 @@ func promSum(text, metric, filter string) float64 {
 	return total
 }
 
-// lastEffect is the time of the run's last database effect: the latest
-// business key recorded, points row inserted or message parked.
-func lastEffect(ctx context.Context, db *database) (time.Time, error) {
-	var t time.Time
-	err := db.DB.WithContext(ctx).Raw(`SELECT GREATEST(
+// effectSpan is the time of the run's first and last database effects:
+// the earliest and latest business key recorded, points row inserted or
+// message parked.
+func effectSpan(ctx context.Context, db *database) (first, last time.Time, err error) {
+	err = db.DB.WithContext(ctx).Raw(`SELECT LEAST(
+		(SELECT min(first_seen_at) FROM order_events),
+		(SELECT min(created_at) FROM points_ledger),
+		(SELECT min(first_seen_at) FROM dead_letters)), GREATEST(
 		(SELECT max(first_seen_at) FROM order_events),
 		(SELECT max(created_at) FROM points_ledger),
-		(SELECT max(first_seen_at) FROM dead_letters))`).Row().Scan(&t)
+		(SELECT max(first_seen_at) FROM dead_letters))`).Row().Scan(&first, &last)
 	if err != nil {
-		return t, fmt.Errorf("last effect: %w", err)
+		return first, last, fmt.Errorf("first and last effect: %w", err)
 	}
-	return t, nil
+	return first, last, nil
 }
 
-// latencies returns the median and 99th percentile of the time from a
-// business key's first publish to its order_events row (first_seen_at: the
-// start of the transaction that recorded it).
-func latencies(ctx context.Context, db *database, msgs []scenario.Message, sent []time.Time) (p50, p99 time.Duration, err error) {
+// latencies returns, sorted, the time from each business key's first
+// publish (the producer's send returned) to its order_events row
+// (first_seen_at: the start of the transaction that recorded it; the same
+// host's clock).
+func latencies(ctx context.Context, db *database, msgs []scenario.Message, sent []time.Time) ([]time.Duration, error) {
 	published := make(map[scenario.Key]time.Time, len(msgs))
 	for i, m := range msgs {
 		if m.Kind == scenario.KindBad {
@@ -348,7 +444,7 @@ func latencies(ctx context.Context, db *database, msgs []scenario.Message, sent 
 	}
 	rows, err := db.DB.WithContext(ctx).Raw(`SELECT order_id, version, first_seen_at FROM order_events`).Rows()
 	if err != nil {
-		return 0, 0, fmt.Errorf("read order_events: %w", err)
+		return nil, fmt.Errorf("read order_events: %w", err)
 	}
 	defer rows.Close()
 	var lat []time.Duration
@@ -358,19 +454,27 @@ func latencies(ctx context.Context, db *database, msgs []scenario.Message, sent 
 			t time.Time
 		)
 		if err := rows.Scan(&k.OrderID, &k.Version, &t); err != nil {
-			return 0, 0, err
+			return nil, fmt.Errorf("read order_events: %w", err)
 		}
 		if p, ok := published[k]; ok {
 			lat = append(lat, max(t.Sub(p), 0))
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return 0, 0, err
+		return nil, fmt.Errorf("read order_events: %w", err)
 	}
-	if len(lat) == 0 {
-		return 0, 0, errors.New("no business key recorded")
+	if len(lat) != len(published) {
+		return nil, fmt.Errorf("%d of %d published business keys recorded", len(lat), len(published))
 	}
 	slices.Sort(lat)
-	q := func(f float64) time.Duration { return lat[min(len(lat)-1, int(f*float64(len(lat))))] }
-	return q(0.50), q(0.99), nil
+	return lat, nil
+}
+
+// quantile returns the q-quantile (nearest rank) of sorted, 0 when empty.
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
 }

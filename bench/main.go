@@ -1,22 +1,33 @@
-// Command bench measures orderflow's throughput against the Temporal
-// ceiling and a direct-consumer baseline, on the local stack (`make up`):
+// Command bench measures orderflow on the local stack (`make up`) in
+// honest units: distinct events per second, publish-to-applied latency.
 //
-//   - ceiling: trivial workflows started with SignalWithStart and completed,
-//     on a worker with orderflow's worker settings (no database, no broker);
+//   - ceiling (informational): trivial workflows started with
+//     SignalWithStart and completed, on a worker with orderflow's worker
+//     settings (no database, no broker), in workflows/s;
 //   - e2e: a scenario (20% duplicates, reordering, gaps, conflicts, bad
-//     messages) published to a fresh RocketMQ topic and consumed by the real
-//     bridge and worker processes into a fresh database, until every order
-//     settled and the invariants hold (check.Verify): messages per second
-//     from the first publish to the last database effect, and the latency
-//     from a business key's publish to its order_events row;
-//   - baseline: the same scenario consumed by an in-process RocketMQ push
-//     consumer running the same ApplyEvent and points transactions, without
-//     Temporal;
-//   - scaling: smaller e2e runs over bridge concurrency and worker processes.
+//     messages) published to a fresh RocketMQ topic before any consumer
+//     starts, then drained by the real bridge and worker processes into a
+//     fresh database: distinct events per second from the first database
+//     effect to the last;
+//   - baseline: the same scenario, the same way, drained by an in-process
+//     RocketMQ push consumer running the same ApplyEvent and points
+//     transactions without Temporal; the ratio is e2e/baseline;
+//   - duplicates: the e2e drain of the scenario without duplicates and with
+//     50%, in distinct events per second;
+//   - hot order: one order receiving 2,000 events, drained by orderflow;
+//     every run of its workflow must end by continue-as-new;
+//   - open loop: the e2e scenario published at a steady rate, a few shares
+//     of the e2e rate (half of it is the headline), for 60 s each, with the
+//     p50/p95/p99 latency from a business key's publish to its
+//     order_events row;
+//   - scaling: smaller e2e drains over bridge concurrency and worker
+//     processes.
 //
-// It draws the scaling chart as a PNG and ends with the line
+// Every run ends with the invariants checked (check.WaitSettled). It draws
+// throughput and p99 against the offered rate as a PNG and ends with the
+// line
 //
-//	orderflow bench: e2e=<events/s> ceiling=<wf/s> baseline=<events/s> ratio=<e2e/ceiling>
+//	orderflow bench: e2e=<events/s> baseline=<events/s> ratio=<e2e/baseline> p99_ms=<steady-rate p99>
 //
 // Run it with `make bench`.
 package main
@@ -26,9 +37,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"image/color"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -40,6 +51,7 @@ import (
 	"github.com/orderflow/orderflow/config"
 	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/internal/obs"
+	"github.com/orderflow/orderflow/scenario"
 )
 
 // bench holds the settings and shared resources of a benchmark run.
@@ -66,9 +78,12 @@ type options struct {
 	scaleOrders                         int
 	scaleConc, scaleWorkers             []int
 	seed                                int64
+	dupRate                             float64
+	hotEvents                           int
+	open                                openLoopPlan
 	chart, logDir                       string
 	workerArgs, bridgeArgs              string
-	skipScaling, profile                bool
+	skipScaling, skipDup, profile       bool
 }
 
 func main() {
@@ -92,6 +107,19 @@ func intList(s string) ([]int, error) {
 	return out, nil
 }
 
+// fractionList parses a comma-separated list of numbers in (0, 2].
+func fractionList(s string) ([]float64, error) {
+	var out []float64
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || !(v > 0 && v <= 2) {
+			return nil, fmt.Errorf("%q is not a list of numbers in (0, 2]", s)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
 func parse(args []string) (config.Config, tuning, options, error) {
 	var cfg config.Config
 	fs := config.NewSet("bench", "Usage: go run ./bench [flags]   (the benchmark of BENCHMARKS.md)", os.Stderr)
@@ -104,21 +132,28 @@ func parse(args []string) (config.Config, tuning, options, error) {
 		o                 options
 		t                 tuning
 		scaleConc, scaleW string
+		fractions         string
 	)
-	fs.Int(&o.orders, 1100, bs("orders", "orders of the e2e and baseline scenarios (1100 orders make about 5,500 messages)"))
-	fs.Int(&o.concurrency, 32, bs("concurrency", "bridge (and direct consumer) concurrency of the e2e and baseline runs"))
-	fs.Int(&o.workers, 1, bs("workers", "worker processes of the e2e run"))
+	fs.Int(&o.orders, 1100, bs("orders", "orders of the e2e, baseline and duplicate scenarios (1100 orders make about 5,500 events)"))
+	fs.Int(&o.concurrency, 32, bs("concurrency", "bridge (and direct consumer) concurrency"))
+	fs.Int(&o.workers, 1, bs("workers", "worker processes of the orderflow runs"))
 	fs.Int(&o.batch, 1, bs("batch-size", "messages per consumer callback"))
 	fs.Int(&o.ceilingN, 1500, bs("ceiling-workflows", "trivial workflows of the ceiling run"))
 	fs.Int(&o.ceilingConc, 64, bs("ceiling-concurrency", "workflows in flight in the ceiling run"))
+	fs.Float(&o.dupRate, 0.5, bs("dup-rate", "share of the events sent twice in the duplicate scenario (compared with none)"))
+	fs.Bool(&o.skipDup, false, bs("skip-dup", "skip the duplicate scenarios"))
+	fs.Int(&o.hotEvents, 2000, bs("hot-events", "events of the hot order (0 skips it)"))
+	fs.String(&fractions, "0.25,0.5,0.75", bs("open-rates", "offered rates of the open-loop runs, as shares of the e2e rate"))
+	fs.Float(&o.open.Steady, 0.5, bs("steady-rate", "the open-loop share of the e2e rate whose p99 the last line reports (run even when not in -open-rates)"))
+	fs.Duration(&o.open.Duration, time.Minute, bs("open-duration", "how long each open-loop rate is offered"))
 	fs.Int(&o.scaleOrders, 160, bs("scale-orders", "orders of each scaling cell"))
 	fs.String(&scaleConc, "8,32,64", bs("scale-concurrency", "bridge concurrencies of the scaling table"))
 	fs.String(&scaleW, "1,2", bs("scale-workers", "worker process counts of the scaling table"))
-	fs.Bool(&o.skipScaling, false, bs("skip-scaling", "skip the scaling table and the chart"))
+	fs.Bool(&o.skipScaling, false, bs("skip-scaling", "skip the scaling table"))
 	fs.Bool(&o.profile, true, bs("profile", "capture 15s CPU profiles of the e2e run's worker and bridge and their SDK metrics into the log directory"))
 	var seed int
 	fs.Int(&seed, 42, bs("seed", "scenario seed"))
-	fs.String(&o.chart, "docs/bench-throughput.png", bs("chart", "PNG chart of throughput against bridge concurrency"))
+	fs.String(&o.chart, "docs/bench-throughput.png", bs("chart", "PNG chart of throughput and p99 against the offered rate"))
 	fs.String(&o.logDir, ".data/bench", bs("log-dir", "directory of the processes' logs and the results file"))
 	fs.String(&o.workerArgs, "", bs("worker-args", "extra flags for the worker processes (space-separated)"))
 	fs.String(&o.bridgeArgs, "", bs("bridge-args", "extra flags for the bridge process (space-separated)"))
@@ -140,25 +175,48 @@ func parse(args []string) (config.Config, tuning, options, error) {
 	if o.scaleWorkers, err = intList(scaleW); err != nil {
 		return cfg, t, o, fmt.Errorf("-scale-workers: %w", err)
 	}
+	if o.open.Fractions, err = fractionList(fractions); err != nil {
+		return cfg, t, o, fmt.Errorf("-open-rates: %w", err)
+	}
+	if !(o.open.Steady > 0 && o.open.Steady <= 2) {
+		return cfg, t, o, fmt.Errorf("-steady-rate must be within (0, 2], got %g", o.open.Steady)
+	}
+	if !(o.dupRate > 0 && o.dupRate <= 1) {
+		return cfg, t, o, fmt.Errorf("-dup-rate must be within (0, 1], got %g", o.dupRate)
+	}
+	if o.open.Duration < time.Second {
+		return cfg, t, o, fmt.Errorf("-open-duration must be at least 1s, got %s", o.open.Duration)
+	}
 	for name, v := range map[string]int{"orders": o.orders, "concurrency": o.concurrency, "workers": o.workers,
-		"batch-size": o.batch, "ceiling-workflows": o.ceilingN, "ceiling-concurrency": o.ceilingConc, "scale-orders": o.scaleOrders} {
+		"batch-size": o.batch, "ceiling-workflows": o.ceilingN, "ceiling-concurrency": o.ceilingConc,
+		"scale-orders": o.scaleOrders} {
 		if v < 1 {
 			return cfg, t, o, fmt.Errorf("-%s must be >= 1, got %d", name, v)
 		}
+	}
+	if o.hotEvents != 0 && o.hotEvents < 5 {
+		return cfg, t, o, fmt.Errorf("-hot-events must be 0 or >= 5, got %d", o.hotEvents)
 	}
 	return cfg, t, o, nil
 }
 
 // results is everything a run measured, written as JSON next to the logs.
 type results struct {
-	Started  time.Time    `json:"started"`
-	Took     string       `json:"took"`
-	Ceiling  ceilingJSON  `json:"ceiling"`
-	E2E      cellResult   `json:"e2e"`
-	Baseline cellResult   `json:"baseline"`
-	Scaling  []cellResult `json:"scaling"`
-	Ratio    float64      `json:"ratio_e2e_ceiling"`
-	RatioB   float64      `json:"ratio_e2e_baseline"`
+	Started  time.Time   `json:"started"`
+	Took     string      `json:"took"`
+	Ceiling  ceilingJSON `json:"ceiling"`
+	E2E      cellResult  `json:"e2e"`
+	Baseline cellResult  `json:"baseline"`
+	// Ratio is e2e/baseline, both in distinct events/s draining a backlog
+	// of the same scenario.
+	Ratio     float64      `json:"ratio_e2e_baseline"`
+	NoDup     *cellResult  `json:"no_duplicates,omitempty"`
+	Dup       *cellResult  `json:"duplicates,omitempty"`
+	Hot       *cellResult  `json:"hot_order,omitempty"`
+	OpenLoop  []cellResult `json:"open_loop"`
+	Steady    cellResult   `json:"steady"`
+	Scaling   []cellResult `json:"scaling,omitempty"`
+	SteadyP99 float64      `json:"steady_p99_ms"`
 }
 
 type ceilingJSON struct {
@@ -219,54 +277,108 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		t.MaxWorkflowTasks, t.MaxActivities, t.WorkflowPollers, t.ActivityPollers, strings.Join(b.workerArgs, " "))
 
 	res := results{Started: began}
-	// 1. Ceiling.
+	// 1. Ceiling (informational: workflows/s is not events/s).
 	cr, err := runCeiling(ctx, tc, t, o.ceilingN, o.ceilingConc)
 	if err != nil {
 		return fmt.Errorf("ceiling: %w", err)
 	}
 	res.Ceiling = ceilingJSON{cr.Workflows, cr.Elapsed.Seconds(), cr.Rate}
-	fmt.Fprintf(out, "ceiling:  %d trivial signal-started workflows (%d in flight) in %.1fs = %.1f wf/s\n",
+	ceilingLine := fmt.Sprintf("ceiling:  %d trivial signal-started workflows (%d in flight) in %.1fs = %.1f wf/s (informational: Temporal alone, not comparable with events/s)",
 		cr.Workflows, o.ceilingConc, cr.Elapsed.Seconds(), cr.Rate)
+	fmt.Fprintln(out, ceilingLine)
 
-	// 2. orderflow end to end.
+	// 2. orderflow draining a backlog.
 	e2e, err := b.runCell(ctx, cellConfig{Name: "e2e", Orders: o.orders, Concurrency: o.concurrency,
-		BatchSize: o.batch, Workers: o.workers, Seed: o.seed, Profile: o.profile})
+		BatchSize: o.batch, Workers: o.workers, Seed: o.seed, DupRate: 0.2, Profile: o.profile})
 	if err != nil {
 		return fmt.Errorf("e2e: %w", err)
 	}
 	res.E2E = e2e
-	fmt.Fprintf(out, "e2e:      %s\n", describe(e2e))
+	fmt.Fprintf(out, "e2e:      %s\n", describeDrain(e2e))
 	if len(e2e.Metrics) > 0 {
-		fmt.Fprintf(out, "profile:  CPU profiles and /metrics in %s; SDK means:", b.logDir)
-		for _, m := range sdkMeans {
-			k := m.process + ":" + m.metric
-			if v, ok := e2e.Metrics[k]; ok {
-				fmt.Fprintf(out, " %s %s=%s (n=%.0f)", m.process, metricLabel(m.metric, m.filter),
-					time.Duration(v*float64(time.Second)).Round(100*time.Microsecond), e2e.Metrics[k+"_count"])
-			}
-		}
-		if n := e2e.Metrics["worker1:temporal_workflow_task_execution_latency_seconds_count"]; n > 0 && o.workers == 1 {
-			fmt.Fprintf(out, "; %.2f workflow tasks per message", n/float64(e2e.Messages))
-		}
-		fmt.Fprintln(out)
+		fmt.Fprintf(out, "profile:  %s\n", profileLine(b.logDir, e2e))
 	}
 
-	// 3. Direct-consumer baseline.
+	// 3. The direct-consumer baseline draining the same backlog.
 	base, err := b.runCell(ctx, cellConfig{Name: "baseline", Orders: o.orders, Concurrency: o.concurrency,
-		BatchSize: o.batch, Direct: true, Seed: o.seed})
+		BatchSize: o.batch, Direct: true, Seed: o.seed, DupRate: 0.2})
 	if err != nil {
 		return fmt.Errorf("baseline: %w", err)
 	}
 	res.Baseline = base
-	fmt.Fprintf(out, "baseline: %s\n", describe(base))
+	fmt.Fprintf(out, "baseline: %s\n", describeDrain(base))
+	res.Ratio = e2e.Rate / base.Rate
+	fmt.Fprintf(out, "ratio:    e2e/baseline = %.2f (distinct events/s, both draining a backlog of the same scenario)\n", res.Ratio)
 
-	res.Ratio = e2e.Rate / cr.Rate
-	res.RatioB = e2e.Rate / base.Rate
-	fmt.Fprintf(out, "ratios:   e2e/ceiling = %.2f, e2e/baseline = %.2f\n", res.Ratio, res.RatioB)
+	// 4. Duplicates: the same drain without duplicates and with dupRate.
+	if !o.skipDup {
+		nodup, err := b.runCell(ctx, cellConfig{Name: "dup0", Orders: o.orders, Concurrency: o.concurrency,
+			BatchSize: o.batch, Workers: o.workers, Seed: o.seed})
+		if err != nil {
+			return fmt.Errorf("no-duplicate scenario: %w", err)
+		}
+		dup, err := b.runCell(ctx, cellConfig{Name: fmt.Sprintf("dup%.0f", 100*o.dupRate), Orders: o.orders,
+			Concurrency: o.concurrency, BatchSize: o.batch, Workers: o.workers, Seed: o.seed, DupRate: o.dupRate})
+		if err != nil {
+			return fmt.Errorf("duplicate scenario: %w", err)
+		}
+		res.NoDup, res.Dup = &nodup, &dup
+		fmt.Fprintf(out, "no dups:  %s\n", describeDrain(nodup))
+		fmt.Fprintf(out, "%.0f%% dups: %s\n", 100*o.dupRate, describeDrain(dup))
+		fmt.Fprintf(out, "dups:     %.0f%% duplicates / none = %.2f in distinct events/s\n", 100*o.dupRate, dup.Rate/nodup.Rate)
+	}
 
-	// 4. Scaling table and chart.
+	// 5. One hot order.
+	if o.hotEvents > 0 {
+		hot, err := b.runCell(ctx, cellConfig{Name: "hot", Orders: 1, Concurrency: o.concurrency,
+			BatchSize: o.batch, Workers: o.workers, Seed: o.seed,
+			generate: func(prefix string) (*scenario.Scenario, error) {
+				return hotScenario(prefix, o.hotEvents, time.Now())
+			},
+			inspect: func(ctx context.Context, r *cellResult) error {
+				hr, err := checkHot(ctx, tc, cfg.TemporalNamespace, scenario.OrderID(r.Prefix, 0))
+				r.Hot = &hr
+				return err
+			}})
+		if err != nil {
+			return fmt.Errorf("hot order: %w", err)
+		}
+		res.Hot = &hot
+		fmt.Fprintf(out, "hot:      %d events of one order drained in %.1fs = %.1f events/s; its workflow: %s\n",
+			hot.Events, hot.Elapsed.Seconds(), hot.Rate, hot.Hot)
+	}
+
+	// 6. Open loop at shares of the e2e rate.
+	fmt.Fprintf(out, "open loop: the e2e scenario published at a steady rate for %s per rate; latency = publish -> order_events row\n", o.open.Duration)
+	fmt.Fprintf(out, "| offered events/s | share of e2e | achieved events/s | p50 | p95 | p99 |\n|---|---|---|---|---|---|\n")
+	perOrder := float64(e2e.Events) / float64(e2e.Config.Orders)
+	for _, f := range o.open.fractions() {
+		offered := f * e2e.Rate
+		r, err := b.runCell(ctx, cellConfig{Name: fmt.Sprintf("open-%.2f", f),
+			Orders: ordersFor(offered, o.open.Duration, perOrder), Concurrency: o.concurrency, BatchSize: o.batch,
+			Workers: o.workers, Seed: o.seed + int64(1000*f), DupRate: 0.2, Offered: offered, Fraction: f})
+		if err != nil {
+			return fmt.Errorf("open loop at %.2f x e2e: %w", f, err)
+		}
+		res.OpenLoop = append(res.OpenLoop, r)
+		fmt.Fprintf(out, "| %.1f | %.2f | %.1f | %s | %s | %s |\n", r.Config.Offered, f, r.Rate,
+			ms(r.P50), ms(r.P95), ms(r.P99))
+	}
+	if res.Steady, err = steadyResult(res.OpenLoop, o.open.Steady); err != nil {
+		return err
+	}
+	st := res.Steady
+	res.SteadyP99 = float64(st.P99) / float64(time.Millisecond)
+	fmt.Fprintf(out, "steady:   %.2f x e2e = %.1f events/s (%.1f messages/s kept by the publisher) for %.0fs: p50 %s p95 %s p99 %s\n",
+		o.open.Steady, st.Config.Offered, st.PublishRate, st.Publish.Seconds(), ms(st.P50), ms(st.P95), ms(st.P99))
+	if err := drawOpenLoopChart(o.chart, res); err != nil {
+		return fmt.Errorf("chart: %w", err)
+	}
+	fmt.Fprintf(out, "chart:    %s\n", o.chart)
+
+	// 7. Scaling table.
 	if !o.skipScaling {
-		fmt.Fprintf(out, "scaling (%d orders per cell, messages/s; p50/p99 publish->applied):\n", o.scaleOrders)
+		fmt.Fprintf(out, "scaling (backlog of %d orders per cell, distinct events/s):\n", o.scaleOrders)
 		fmt.Fprintf(out, "| bridge concurrency |")
 		for _, w := range o.scaleWorkers {
 			fmt.Fprintf(out, " %d worker(s) |", w)
@@ -276,20 +388,16 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			fmt.Fprintf(out, "| %d |", c)
 			for _, w := range o.scaleWorkers {
 				r, err := b.runCell(ctx, cellConfig{Name: fmt.Sprintf("scale-c%d-w%d", c, w), Orders: o.scaleOrders,
-					Concurrency: c, BatchSize: o.batch, Workers: w, Seed: o.seed + int64(c*10+w)})
+					Concurrency: c, BatchSize: o.batch, Workers: w, Seed: o.seed + int64(c*10+w), DupRate: 0.2})
 				if err != nil {
 					fmt.Fprintln(out)
 					return fmt.Errorf("scaling cell concurrency %d, %d workers: %w", c, w, err)
 				}
 				res.Scaling = append(res.Scaling, r)
-				fmt.Fprintf(out, " %.1f (%s/%s) |", r.Rate, r.P50.Round(10*time.Millisecond), r.P99.Round(10*time.Millisecond))
+				fmt.Fprintf(out, " %.1f |", r.Rate)
 			}
 			fmt.Fprintln(out)
 		}
-		if err := drawChart(o.chart, o, res); err != nil {
-			return fmt.Errorf("chart: %w", err)
-		}
-		fmt.Fprintf(out, "chart:    %s\n", o.chart)
 	}
 
 	res.Took = time.Since(began).Round(time.Second).String()
@@ -297,56 +405,82 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		_ = os.WriteFile(filepath.Join(b.logDir, "results.json"), data, 0o644)
 	}
 	fmt.Fprintf(out, "took %s; every run settled with all invariants holding (check.Verify)\n", res.Took)
-	fmt.Fprintf(out, "orderflow bench: e2e=%.1f ceiling=%.1f baseline=%.1f ratio=%.2f\n", e2e.Rate, cr.Rate, base.Rate, res.Ratio)
+	fmt.Fprintln(out, ceilingLine)
+	fmt.Fprintf(out, "orderflow bench: e2e=%.1f baseline=%.1f ratio=%.2f p99_ms=%.0f\n", e2e.Rate, base.Rate, res.Ratio, res.SteadyP99)
 	return nil
 }
 
-func describe(r cellResult) string {
-	return fmt.Sprintf("%d messages (%d distinct events, %d orders; concurrency %d, %s) in %.1fs = %.1f events/s; publish->applied p50 %s p99 %s (publishing took %.1fs)",
-		r.Messages, r.Events, r.Config.Orders, r.Config.Concurrency, consumerName(r.Config), r.Elapsed.Seconds(), r.Rate,
-		r.P50.Round(time.Millisecond), r.P99.Round(time.Millisecond), r.Publish.Seconds())
+// ms formats d in milliseconds.
+func ms(d time.Duration) string {
+	return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))
+}
+
+// describeDrain is the line of a cell that drained a backlog.
+func describeDrain(r cellResult) string {
+	return fmt.Sprintf("backlog of %d messages (%d distinct events, %d duplicates, %d orders) drained by %s (concurrency %d) in %.1fs = %.1f events/s (%.1f messages/s); first effect %.1fs after the consumer started (the backlog was published in %.1fs before it started)",
+		r.Messages, r.Events, r.Duplicates, r.Config.Orders, consumerName(r.Config), r.Config.Concurrency,
+		r.Elapsed.Seconds(), r.Rate, r.MessageRate, r.Startup.Seconds(), r.Publish.Seconds())
 }
 
 func consumerName(c cellConfig) string {
 	if c.Direct {
-		return "direct consumer"
+		return "the direct consumer"
 	}
-	return fmt.Sprintf("%d worker process(es)", c.Workers)
+	return fmt.Sprintf("the bridge and %d worker process(es)", c.Workers)
 }
 
-// drawChart plots messages/s against bridge concurrency, one line per worker
-// count, with the ceiling and the baseline as dashed lines.
-func drawChart(path string, o options, res results) error {
-	if len(res.Scaling) == 0 {
-		return errors.New("no scaling results")
+// profileLine says where the e2e run's profiles are and gives the means of
+// a few SDK metrics.
+func profileLine(dir string, r cellResult) string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "CPU profiles and /metrics in %s; SDK means:", dir)
+	for _, m := range sdkMeans {
+		k := m.process + ":" + m.metric
+		if v, ok := r.Metrics[k]; ok {
+			fmt.Fprintf(&sb, " %s %s=%s (n=%.0f)", m.process, metricLabel(m.metric, m.filter),
+				time.Duration(v*float64(time.Second)).Round(100*time.Microsecond), r.Metrics[k+"_count"])
+		}
+	}
+	if n := r.Metrics["worker1:temporal_workflow_task_execution_latency_seconds_count"]; n > 0 && r.Config.Workers == 1 {
+		fmt.Fprintf(&sb, "; %.2f workflow tasks per message", n/float64(r.Messages))
+	}
+	return sb.String()
+}
+
+// drawOpenLoopChart plots, against the offered rate, the throughput the
+// open-loop runs achieved (with the offered rate itself and the e2e backlog
+// rate as dashed lines) above their p50 and p99 latency (with the 1 s goal).
+func drawOpenLoopChart(path string, res results) error {
+	if len(res.OpenLoop) == 0 {
+		return errors.New("no open-loop results")
 	}
 	var ticks []float64
-	for _, c := range o.scaleConc {
-		ticks = append(ticks, float64(c))
-	}
-	colors := []color.RGBA{colBlue, colOrng, colRed}
-	var ss []series
-	for i, w := range o.scaleWorkers {
-		s := series{Label: fmt.Sprintf("%d worker(s)", w), Color: colors[i%len(colors)]}
-		for _, r := range res.Scaling {
-			if r.Config.Workers == w {
-				s.Points = append(s.Points, [2]float64{float64(r.Config.Concurrency), r.Rate})
-			}
-		}
-		ss = append(ss, s)
+	thr := series{Label: "achieved", Color: colBlue}
+	p99 := series{Label: "p99", Color: colRed}
+	p50 := series{Label: "p50", Color: colOrng}
+	for _, r := range res.OpenLoop {
+		x := math.Round(r.Config.Offered*10) / 10
+		ticks = append(ticks, x)
+		thr.Points = append(thr.Points, [2]float64{x, r.Rate})
+		p99.Points = append(p99.Points, [2]float64{x, float64(r.P99) / float64(time.Millisecond)})
+		p50.Points = append(p50.Points, [2]float64{x, float64(r.P50) / float64(time.Millisecond)})
 	}
 	lo, hi := ticks[0], ticks[len(ticks)-1]
-	ss = append(ss, series{Label: "Temporal ceiling", Color: colGreen, Dashed: true,
-		Points: [][2]float64{{lo, res.Ceiling.Rate}, {hi, res.Ceiling.Rate}}})
-	ss = append(ss, series{Label: "0.6 x ceiling", Color: colGrid, Dashed: true,
-		Points: [][2]float64{{lo, 0.6 * res.Ceiling.Rate}, {hi, 0.6 * res.Ceiling.Rate}}})
-	ss[len(ss)-1].Color = colBlack
-	c := chart{
-		Title:  fmt.Sprintf("orderflow throughput (direct-consumer baseline: %.0f events/s)", res.Baseline.Rate),
-		XLabel: "bridge concurrency", YLabel: "events/s (wf/s for the ceiling)",
-		XTicks: ticks, Series: ss, W: 760, H: 420,
+	top := chart{
+		Title:  fmt.Sprintf("orderflow open loop (direct-consumer baseline: %.0f events/s)", res.Baseline.Rate),
+		XLabel: "offered events/s", YLabel: "achieved events/s", XTicks: ticks,
+		Series: []series{thr,
+			{Label: "offered", Color: colBlack, Dashed: true, Points: [][2]float64{{lo, lo}, {hi, hi}}},
+			{Label: "e2e backlog drain", Color: colGreen, Dashed: true,
+				Points: [][2]float64{{lo, res.E2E.Rate}, {hi, res.E2E.Rate}}}},
 	}
-	return c.WritePNG(path)
+	bottom := chart{
+		Title:  "latency from publish to order_events row",
+		XLabel: "offered events/s", YLabel: "ms", XTicks: ticks,
+		Series: []series{p99, p50,
+			{Label: "1 s goal", Color: colBlack, Dashed: true, Points: [][2]float64{{lo, 1000}, {hi, 1000}}}},
+	}
+	return writeCharts(path, 760, 720, top, bottom)
 }
 
 // metricLabel is a short name of an SDK metric for the profile line.
