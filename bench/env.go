@@ -76,10 +76,14 @@ func newDatabase(ctx context.Context, adminURL string) (*database, error) {
 	return &database{Name: name, DSN: du.String(), DB: st.DB(), store: st, drop: drop}, nil
 }
 
+// topicWait bounds the wait for a new topic's route: on a busy machine the
+// broker's registration with the name server can take more than 30 s.
+const topicWait = 2 * time.Minute
+
 // createTopic creates a topic with the given number of queues on the broker
 // and waits until the name server routes every queue.
 func createTopic(ctx context.Context, namesrv []string, broker, name string, queues int) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, topicWait)
 	defer cancel()
 	if err := mq.CreateTopic(ctx, namesrv, broker, name, queues); err != nil {
 		return fmt.Errorf("%w; %s", err, makeUp)
