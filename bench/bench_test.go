@@ -25,6 +25,7 @@ func TestParseRejectsBadFlags(t *testing.T) {
 		{"-dup-rate", "1.5"},
 		{"-open-duration", "0s"},
 		{"-hot-events", "3"},
+		{"-hot-max-events", "-1"},
 		{"-concurrency", "-1"},
 		{"-scale-concurrency", "8,x"},
 		{"-scale-workers", ""},

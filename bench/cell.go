@@ -49,7 +49,9 @@ type cellConfig struct {
 	Offered float64 `json:",omitempty"`
 	// Fraction is Offered as a share of the e2e backlog rate.
 	Fraction float64 `json:",omitempty"`
-	Profile  bool    // capture CPU profiles of the first worker and the bridge
+	// BridgeArgs are extra flags of this cell's bridge.
+	BridgeArgs []string `json:",omitempty"`
+	Profile    bool     // capture CPU profiles of the first worker and the bridge
 	// generate, when set, builds the scenario instead of scenarioOptions.
 	generate func(prefix string) (*scenario.Scenario, error)
 	// inspect, when set, runs once the cell settled, while its consumers
@@ -295,6 +297,7 @@ func (b *bench) startConsumers(ctx context.Context, cc cellConfig, db *database,
 		"-rocketmq-namesrv", b.cfg.RocketMQNamesrv,
 		"-concurrency", strconv.Itoa(cc.Concurrency), "-batch-size", strconv.Itoa(cc.BatchSize))
 	args = append(args, b.bridgeArgs...)
+	args = append(args, cc.BridgeArgs...)
 	args = append(args, pprofFlag(cc.Name+"-bridge")...)
 	started = time.Now()
 	if err := start(cc.Name+"-bridge", b.bridgeBin, "ORDERFLOW_BRIDGE_METRICS_ADDR", args); err != nil {

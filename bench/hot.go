@@ -76,12 +76,17 @@ type hotResult struct {
 	// Running during its grace period).
 	Runs     int            `json:"runs"`
 	Statuses map[string]int `json:"statuses"`
-	// MaxHistory is the longest history of a run, in events.
+	// MaxHistory is the longest history of a run, in events, and
+	// MaxSignals the most signals one run received. Under a continuous
+	// stream a run that should continue as new may go on receiving
+	// signals: MaxSignals shows how far.
 	MaxHistory int64 `json:"max_history"`
-	// TaskFailures counts the workflow tasks that failed over all runs
-	// (for example a completion the server refused because new signals
-	// had arrived).
-	TaskFailures int `json:"task_failures"`
+	MaxSignals int   `json:"max_signals"`
+	// TaskFailures counts the workflow tasks that failed over all runs, by
+	// cause. FORCE_CLOSE_COMMAND is the server failing a task in flight
+	// because more signals arrived meanwhile than it buffers (100 by
+	// default): the task's work is done again by the next one.
+	TaskFailures map[string]int `json:"task_failures,omitempty"`
 	// Duplicates is the count of duplicates the workflow skipped itself.
 	Duplicates int64 `json:"duplicates"`
 }
@@ -92,8 +97,17 @@ func (r hotResult) String() string {
 	for _, s := range sortedStatuses(r.Statuses) {
 		parts = append(parts, fmt.Sprintf("%s %d", s, r.Statuses[s]))
 	}
-	return fmt.Sprintf("%d run(s) (%s), longest history %d events, %d failed workflow task(s)",
-		r.Runs, strings.Join(parts, ", "), r.MaxHistory, r.TaskFailures)
+	failed, n := []string{}, 0
+	for _, c := range sortedStatuses(r.TaskFailures) {
+		failed = append(failed, fmt.Sprintf("%s %d", c, r.TaskFailures[c]))
+		n += r.TaskFailures[c]
+	}
+	tasks := fmt.Sprintf("%d failed workflow tasks", n)
+	if n > 0 {
+		tasks += " (" + strings.Join(failed, ", ") + ")"
+	}
+	return fmt.Sprintf("%d run(s) (%s), longest history %d events, at most %d signals in one run, %s",
+		r.Runs, strings.Join(parts, ", "), r.MaxHistory, r.MaxSignals, tasks)
 }
 
 func sortedStatuses(m map[string]int) []string {
@@ -131,7 +145,7 @@ var errVisibilityLag = errors.New("visibility lags")
 // listHot is one look of checkHot.
 func listHot(ctx context.Context, c client.Client, namespace, orderID string) (hotResult, error) {
 	id := api.WorkflowID(orderID)
-	r := hotResult{WorkflowID: id, Statuses: map[string]int{}}
+	r := hotResult{WorkflowID: id, Statuses: map[string]int{}, TaskFailures: map[string]int{}}
 	var (
 		token []byte
 		bad   []string
@@ -161,11 +175,11 @@ func listHot(ctx context.Context, c client.Client, namespace, orderID string) (h
 					closeReason(ctx, c, id, ex.GetExecution().GetRunId())))
 			}
 			r.MaxHistory = max(r.MaxHistory, n)
-			failures, err := taskFailures(ctx, c, id, ex.GetExecution().GetRunId())
+			signals, err := scanHistory(ctx, c, id, ex.GetExecution().GetRunId(), r.TaskFailures)
 			if err != nil {
 				return r, err
 			}
-			r.TaskFailures += failures
+			r.MaxSignals = max(r.MaxSignals, signals)
 		}
 		if token = resp.GetNextPageToken(); len(token) == 0 {
 			break
@@ -194,20 +208,23 @@ func listHot(ctx context.Context, c client.Client, namespace, orderID string) (h
 	return r, nil
 }
 
-// taskFailures counts the failed workflow tasks in a run's history.
-func taskFailures(ctx context.Context, c client.Client, id, runID string) (int, error) {
-	n := 0
+// scanHistory reads a run's history: it returns the signals the run
+// received and counts its failed workflow tasks into failures, by cause.
+func scanHistory(ctx context.Context, c client.Client, id, runID string, failures map[string]int) (signals int, err error) {
 	it := c.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		e, err := it.Next()
 		if err != nil {
-			return n, fmt.Errorf("history of %s run %s: %w", id, runID, err)
+			return signals, fmt.Errorf("history of %s run %s: %w", id, runID, err)
 		}
-		if e.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED {
-			n++
+		if e.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED {
+			signals++
+		}
+		if a := e.GetWorkflowTaskFailedEventAttributes(); a != nil {
+			failures[strings.TrimPrefix(a.GetCause().String(), "WORKFLOW_TASK_FAILED_CAUSE_")]++
 		}
 	}
-	return n, nil
+	return signals, nil
 }
 
 // closeReason is the close event of a run, for the report of a run that

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,5 +48,19 @@ func TestHotScenario(t *testing.T) {
 	}
 	if _, err := hotScenario("hot-test", 4, time.Now()); err == nil {
 		t.Error("a hot order of 4 events was built")
+	}
+}
+
+func TestHotResultString(t *testing.T) {
+	r := hotResult{Runs: 4, Statuses: map[string]int{"ContinuedAsNew": 3, "Running": 1}, MaxHistory: 1100,
+		MaxSignals: 520, TaskFailures: map[string]int{"ForceCloseCommand": 2, "UnhandledCommand": 1}}
+	want := "4 run(s) (ContinuedAsNew 3, Running 1), longest history 1100 events, at most 520 signals in one run, " +
+		"3 failed workflow tasks (ForceCloseCommand 2, UnhandledCommand 1)"
+	if got := r.String(); got != want {
+		t.Errorf("String() =\n%s\nwant\n%s", got, want)
+	}
+	r.TaskFailures = nil
+	if got := r.String(); !strings.HasSuffix(got, ", 0 failed workflow tasks") {
+		t.Errorf("String() without failures = %s", got)
 	}
 }

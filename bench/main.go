@@ -79,7 +79,7 @@ type options struct {
 	scaleConc, scaleWorkers             []int
 	seed                                int64
 	dupRate                             float64
-	hotEvents                           int
+	hotEvents, hotMaxEvents             int
 	open                                openLoopPlan
 	chart, logDir                       string
 	workerArgs, bridgeArgs              string
@@ -143,6 +143,7 @@ func parse(args []string) (config.Config, tuning, options, error) {
 	fs.Float(&o.dupRate, 0.5, bs("dup-rate", "share of the events sent twice in the duplicate scenario (compared with none)"))
 	fs.Bool(&o.skipDup, false, bs("skip-dup", "skip the duplicate scenarios"))
 	fs.Int(&o.hotEvents, 2000, bs("hot-events", "events of the hot order (0 skips it)"))
+	fs.Int(&o.hotMaxEvents, 500, bs("hot-max-events", "the hot order's bridge continues its workflow as new after this many events (-workflow-max-events; 0: when Temporal suggests)"))
 	fs.String(&fractions, "0.25,0.5,0.75", bs("open-rates", "offered rates of the open-loop runs, as shares of the e2e rate"))
 	fs.Float(&o.open.Steady, 0.5, bs("steady-rate", "the open-loop share of the e2e rate whose p99 the last line reports (run even when not in -open-rates)"))
 	fs.Duration(&o.open.Duration, time.Minute, bs("open-duration", "how long each open-loop rate is offered"))
@@ -196,6 +197,9 @@ func parse(args []string) (config.Config, tuning, options, error) {
 	}
 	if o.hotEvents != 0 && o.hotEvents < 5 {
 		return cfg, t, o, fmt.Errorf("-hot-events must be 0 or >= 5, got %d", o.hotEvents)
+	}
+	if o.hotMaxEvents < 0 {
+		return cfg, t, o, fmt.Errorf("-hot-max-events must be >= 0, got %d", o.hotMaxEvents)
 	}
 	return cfg, t, o, nil
 }
@@ -332,20 +336,33 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if o.hotEvents > 0 {
 		hot, err := b.runCell(ctx, cellConfig{Name: "hot", Orders: 1, Concurrency: o.concurrency,
 			BatchSize: o.batch, Workers: o.workers, Seed: o.seed,
+			BridgeArgs: []string{"-workflow-max-events", strconv.Itoa(o.hotMaxEvents)},
 			generate: func(prefix string) (*scenario.Scenario, error) {
 				return hotScenario(prefix, o.hotEvents, time.Now())
 			},
 			inspect: func(ctx context.Context, r *cellResult) error {
 				hr, err := checkHot(ctx, tc, cfg.TemporalNamespace, scenario.OrderID(r.Prefix, 0))
 				r.Hot = &hr
+				if err == nil && o.hotMaxEvents > 0 && o.hotEvents > o.hotMaxEvents && hr.Runs < 2 {
+					err = fmt.Errorf("%d events with -workflow-max-events %d made no continue-as-new: %s",
+						o.hotEvents, o.hotMaxEvents, hr)
+				}
 				return err
 			}})
 		if err != nil {
 			return fmt.Errorf("hot order: %w", err)
 		}
 		res.Hot = &hot
-		fmt.Fprintf(out, "hot:      %d events of one order drained in %.1fs = %.1f events/s; its workflow: %s\n",
-			hot.Events, hot.Elapsed.Seconds(), hot.Rate, hot.Hot)
+		can := "when Temporal suggests"
+		if o.hotMaxEvents > 0 {
+			can = fmt.Sprintf("every %d events", o.hotMaxEvents)
+		}
+		fmt.Fprintf(out, "hot:      %d events of one order drained in %.1fs = %.1f events/s, continuing as new %s; its workflow: %s\n",
+			hot.Events, hot.Elapsed.Seconds(), hot.Rate, can, hot.Hot)
+		if o.hotMaxEvents > 0 && hot.Hot.MaxSignals > 2*o.hotMaxEvents {
+			fmt.Fprintf(out, "hot:      continue-as-new was deferred under the stream: a run received %d signals, not about %d\n",
+				hot.Hot.MaxSignals, o.hotMaxEvents)
+		}
 	}
 
 	// 6. Open loop at shares of the e2e rate.
