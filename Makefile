@@ -111,7 +111,8 @@ test: up lint
 deploy-check:
 	@ORDERFLOW_CACHE=$(ORDERFLOW_CACHE) GO=$(GO) scripts/deploy-check.sh
 
-## bench: start the stack, then measure the Temporal ceiling, orderflow end to
-## end, the direct-consumer baseline and the scaling table (BENCHMARKS.md)
+## bench: start the stack, then measure orderflow and the direct-consumer
+## baseline draining a backlog, duplicates, a hot order, open-loop latency,
+## the Temporal ceiling and the scaling table (BENCHMARKS.md)
 bench: up
 	$(GO) run ./bench $(BENCH_FLAGS)
