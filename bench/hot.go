@@ -231,18 +231,17 @@ func scanHistory(ctx context.Context, c client.Client, id, runID string, failure
 // failed or was terminated.
 func closeReason(ctx context.Context, c client.Client, id, runID string) string {
 	it := c.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
-	for it.HasNext() {
-		e, err := it.Next()
-		if err != nil {
-			return err.Error()
-		}
-		if a := e.GetWorkflowExecutionTerminatedEventAttributes(); a != nil {
-			return "terminated: " + a.GetReason()
-		}
-		if a := e.GetWorkflowExecutionFailedEventAttributes(); a != nil {
-			return "failed: " + a.GetFailure().GetMessage()
-		}
-		return e.GetEventType().String()
+	if !it.HasNext() {
+		return "no close event"
 	}
-	return "no close event"
+	e, err := it.Next()
+	switch {
+	case err != nil:
+		return err.Error()
+	case e.GetWorkflowExecutionTerminatedEventAttributes() != nil:
+		return "terminated: " + e.GetWorkflowExecutionTerminatedEventAttributes().GetReason()
+	case e.GetWorkflowExecutionFailedEventAttributes() != nil:
+		return "failed: " + e.GetWorkflowExecutionFailedEventAttributes().GetFailure().GetMessage()
+	}
+	return e.GetEventType().String()
 }
