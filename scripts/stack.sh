@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # stack.sh — the local orderflow stack without Docker: PostgreSQL, the
-# Temporal dev server (with its Web UI) and an Apache RocketMQ name server and
-# broker.
+# Temporal dev server (with its Web UI), an Apache RocketMQ name server and
+# broker, and Redis (the bridges' shared duplicate filter).
 #
 #   scripts/stack.sh up     [service...]   start what is not running, wait for health
 #   scripts/stack.sh down   [service...]   stop, keeping data
 #   scripts/stack.sh status [service...]   print each service's state
 #   scripts/stack.sh deps                  install missing prerequisites (root, apt-get)
 #
-# Services: postgres, temporal, rocketmq (default: all).
+# Services: postgres, temporal, rocketmq, redis (default: all).
 #
 # Data and logs live under ORDERFLOW_DATA (default: <repo>/.data, git-ignored).
 # Downloaded and built tools live under ORDERFLOW_CACHE (default:
@@ -19,12 +19,17 @@
 # run one, so that killing its services disturbs nobody): give it its own
 # ORDERFLOW_DATA and ports with ORDERFLOW_PG_PORT (5432),
 # ORDERFLOW_TEMPORAL_PORT (7233), ORDERFLOW_TEMPORAL_UI_PORT (8233),
-# ORDERFLOW_NAMESRV_PORT (9876) and ORDERFLOW_BROKER_PORT (10911; the broker
-# also takes the port two below it and the one above). ORDERFLOW_BROKER_IP (default
+# ORDERFLOW_NAMESRV_PORT (9876), ORDERFLOW_BROKER_PORT (10911; the broker
+# also takes the port two below it and the one above) and
+# ORDERFLOW_REDIS_PORT (6379). ORDERFLOW_BROKER_IP (default
 # 127.0.0.1) is the address the broker announces to clients through the name
 # server while it listens on 127.0.0.1: another loopback address such as
 # 127.0.0.2 lets a TCP proxy listening there stand between the clients and
 # the broker, to cut the broker off the network.
+#
+# ORDERFLOW_REDIS_MAXMEMORY (default 256mb) bounds Redis's memory: past it
+# Redis evicts the least recently used keys, which only costs the bridges a
+# signal each.
 #
 # PostgreSQL takes TLS and plain connections alike. Its self-signed
 # certificate (for 127.0.0.1 and localhost) is made once, in its data
@@ -47,6 +52,8 @@ TEMPORAL_UI_PORT=${ORDERFLOW_TEMPORAL_UI_PORT:-8233}
 NAMESRV_PORT=${ORDERFLOW_NAMESRV_PORT:-9876}
 BROKER_PORT=${ORDERFLOW_BROKER_PORT:-10911}
 BROKER_IP=${ORDERFLOW_BROKER_IP:-127.0.0.1}
+REDIS_PORT=${ORDERFLOW_REDIS_PORT:-6379}
+REDIS_MAXMEMORY=${ORDERFLOW_REDIS_MAXMEMORY:-256mb}
 
 TEMPORAL_VERSION=1.5.1
 ORDER_TOPIC=ORDER_EVENTS
@@ -200,7 +207,7 @@ pg_install() {
 }
 
 # deps: install what a fresh Debian machine lacks (as root): PostgreSQL, a
-# Java 17 runtime, Maven, openssl. Go must already be present.
+# Java 17 runtime, Maven, openssl, Redis. Go must already be present.
 deps() {
 	local pkgs=()
 	command -v go >/dev/null 2>&1 || fail deps "go not found; install Go 1.26 from https://go.dev/dl/ and put it on PATH"
@@ -209,6 +216,7 @@ deps() {
 	command -v mvn >/dev/null 2>&1 || pkgs+=(maven)
 	command -v ss >/dev/null 2>&1 || pkgs+=(iproute2)
 	command -v openssl >/dev/null 2>&1 || pkgs+=(openssl)
+	redis_bin >/dev/null || pkgs+=(redis-server)
 	if [ "${#pkgs[@]}" -eq 0 ]; then
 		say deps "nothing to install"
 		return 0
@@ -217,6 +225,7 @@ deps() {
 	command -v apt-get >/dev/null 2>&1 || fail deps "missing: ${pkgs[*]}, and apt-get is not available to install them"
 	say deps "installing ${pkgs[*]}"
 	apt_install deps ca-certificates "${pkgs[@]}"
+	redis_package_service_off deps
 	say deps "installed ${pkgs[*]}"
 }
 
@@ -1234,15 +1243,133 @@ rocketmq_status() {
 	return "$rc"
 }
 
+# ---------------------------------------------------------------- Redis
+
+REDIS_DIR=$DATA/redis
+REDIS_PID=$REDIS_DIR/redis.pid
+REDIS_CONF=$REDIS_DIR/redis.conf
+REDIS_LOG=$LOGS/redis.log
+
+# redis_bin: Debian's redis-server.
+redis_bin() {
+	local b
+	for b in "$(command -v redis-server 2>/dev/null)" /usr/bin/redis-server /usr/sbin/redis-server; do
+		if [ -n "$b" ] && [ -x "$b" ]; then
+			echo "$b"
+			return 0
+		fi
+	done
+	return 1
+}
+
+# redis_package_service_off LOGNAME: where an init system runs it, the
+# package starts a server of its own on 6379; stop and disable it, so that
+# the stack's server gets the port. Called only right after this script
+# installed the package.
+redis_package_service_off() {
+	local log=$LOGS/$1-install.log
+	if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet redis-server 2>/dev/null; then
+		say redis "stopping and disabling the package's own redis-server service"
+		systemctl disable --now redis-server >>"$log" 2>&1 || true
+	elif [ -x /etc/init.d/redis-server ] && /etc/init.d/redis-server status >/dev/null 2>&1; then
+		say redis "stopping and disabling the package's own redis-server service"
+		/etc/init.d/redis-server stop >>"$log" 2>&1 || true
+		if command -v update-rc.d >/dev/null 2>&1; then update-rc.d redis-server disable >>"$log" 2>&1 || true; fi
+	fi
+}
+
+redis_install() {
+	if ! is_root; then
+		fail redis "redis-server not found; install it with: sudo apt-get install -y redis-server"
+	fi
+	command -v apt-get >/dev/null 2>&1 || fail redis "redis-server not found and apt-get is missing; install Redis 6 or newer"
+	say redis "installing Debian's redis-server package"
+	apt_install redis redis-server
+	redis_package_service_off redis
+}
+
+redis_running() { pid_alive "$REDIS_PID" "redis-server"; }
+
+# redis_ping: whatever listens on the port answers PING with PONG (without
+# a password: the stack's server has none).
+redis_ping() {
+	local reply
+	reply=$(timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$REDIS_PORT && printf 'PING\r\n' >&3 && head -n1 <&3" 2>/dev/null) || return 1
+	[ "${reply%$'\r'}" = "+PONG" ]
+}
+
+# redis_ping_or_gone: a server killed a moment ago may still look alive;
+# this waits for it to answer or to be gone.
+redis_ping_or_gone() { ! redis_running || redis_ping; }
+
+redis_write_conf() {
+	cat >"$REDIS_CONF" <<EOF
+# Written by scripts/stack.sh on every start; edit the script, not this file.
+# Redis is a cache in front of the ledger (order_events): losing keys costs
+# the bridges a signal each, never correctness. So nothing is persisted, and
+# memory is bounded by evicting the least recently used keys (every key the
+# bridges write carries a TTL).
+bind 127.0.0.1
+port $REDIS_PORT
+protected-mode yes
+daemonize no
+logfile ""
+loglevel warning
+dir $REDIS_DIR
+save ""
+appendonly no
+maxmemory $REDIS_MAXMEMORY
+maxmemory-policy volatile-lru
+EOF
+}
+
+redis_up() {
+	local bin
+	bin=$(redis_bin) || { redis_install; bin=$(redis_bin) || fail redis "redis-server still missing after install" "$LOGS/redis-install.log"; }
+	mkdir -p "$REDIS_DIR"
+	if redis_running && ! wait_until "$HEALTH_TIMEOUT" redis_ping_or_gone; then
+		fail redis "running but not answering PING on 127.0.0.1:$REDIS_PORT within ${HEALTH_TIMEOUT}s" "$REDIS_LOG"
+	fi
+	if redis_running; then
+		say redis "running (127.0.0.1:$REDIS_PORT)"
+	elif port_open "$REDIS_PORT" && redis_ping; then
+		external redis "Redis on 127.0.0.1:$REDIS_PORT"
+		return 0
+	else
+		require_free_port redis "$REDIS_PORT"
+		redis_write_conf
+		say redis "starting on 127.0.0.1:$REDIS_PORT"
+		echo "=== $(date -u +%FT%TZ) starting redis-server" >>"$REDIS_LOG"
+		spawn "$REDIS_PID" "$REDIS_LOG" "$bin" "$REDIS_CONF"
+	fi
+	if ! wait_until "$HEALTH_TIMEOUT" redis_ping; then
+		redis_running || fail redis "the server exited during startup: $(last_error "$REDIS_LOG")" "$REDIS_LOG"
+		fail redis "not answering PING on 127.0.0.1:$REDIS_PORT within ${HEALTH_TIMEOUT}s" "$REDIS_LOG"
+	fi
+	say redis "healthy: redis://127.0.0.1:$REDIS_PORT/0"
+}
+
+redis_down() { stop_pid redis "$REDIS_PID" "redis-server"; }
+
+redis_status() {
+	if redis_running; then
+		say redis "running  127.0.0.1:$REDIS_PORT  pid $(cat "$REDIS_PID")  log $REDIS_LOG"
+	else
+		say redis "stopped  log $REDIS_LOG$(port_note "$REDIS_PORT")"
+		return 1
+	fi
+}
+
 # ---------------------------------------------------------------- main
 
-SERVICES_ALL=(postgres temporal rocketmq)
+SERVICES_ALL=(postgres temporal rocketmq redis)
 
 svc_do() {
 	case $2 in
 	postgres) "pg_$1" ;;
 	temporal) "temporal_$1" ;;
 	rocketmq) "rocketmq_$1" ;;
+	redis) "redis_$1" ;;
 	esac
 }
 
@@ -1260,7 +1387,7 @@ main() {
 	if [ "${#svcs[@]}" -eq 0 ]; then svcs=("${SERVICES_ALL[@]}"); fi
 	for svc in "${svcs[@]}"; do
 		case $svc in
-		postgres | temporal | rocketmq) ;;
+		postgres | temporal | rocketmq | redis) ;;
 		*)
 			echo "stack: unknown service '$svc' (known: ${SERVICES_ALL[*]})" >&2
 			exit 2
