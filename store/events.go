@@ -71,6 +71,34 @@ func (s *Store) LoadOrder(ctx context.Context, orderID string) (Loaded, error) {
 	return res, nil
 }
 
+// Recorded is the ledger's record of one business key: the content hash of
+// the event recorded under it and the first decision taken on it.
+type Recorded struct {
+	ContentHash string      `json:"content_hash"`
+	Outcome     fsm.Outcome `json:"outcome"`
+}
+
+// RecordedEvent returns the order_events record of the business key k, one
+// primary-key lookup; found is false when the key was never recorded (or
+// its row was pruned). The bridge's duplicate filter asks it whether a
+// message's event is already in the ledger with the same content.
+func (s *Store) RecordedEvent(ctx context.Context, k fsm.Key) (r Recorded, found bool, err error) {
+	if err := fsm.CheckOrderID(k.OrderID); err != nil {
+		return Recorded{}, false, invalid(err)
+	}
+	var outcome string
+	err = s.db.WithContext(ctx).Raw(`SELECT content_hash, outcome FROM order_events WHERE order_id = ? AND version = ?`,
+		k.OrderID, k.Version).Row().Scan(&r.ContentHash, &outcome)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Recorded{}, false, nil
+	}
+	if err != nil {
+		return Recorded{}, false, fmt.Errorf("read order_events %s: %w", k, err)
+	}
+	r.Outcome = fsm.Outcome(outcome)
+	return r, true, nil
+}
+
 // readOnly reads the order and its events from one snapshot.
 var readOnly = &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}
 

@@ -2,12 +2,14 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/uniq"
 	"github.com/orderflow/orderflow/message"
+	"github.com/orderflow/orderflow/store"
 )
 
 // times_seen counts distinct messages: a retry of the same delivery (same
@@ -58,5 +60,31 @@ func TestPing(t *testing.T) {
 	}
 	if err := s.Ping(context.Background()); err == nil {
 		t.Error("ping of a closed pool succeeded")
+	}
+}
+
+// RecordedEvent answers with the content hash and first outcome of a
+// recorded business key, found false for a key never recorded, and refuses
+// an order ID the contract forbids.
+func TestRecordedEvent(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	e := fsm.Event{EventID: "e-1", OrderID: uniq.Name("rec"), UserID: 3, Status: fsm.Created, Version: 1,
+		AmountCents: 100, OccurredAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	if _, found, err := s.RecordedEvent(ctx, e.Key()); err != nil || found {
+		t.Fatalf("before the event: found %v, err %v; want not found", found, err)
+	}
+	if _, err := s.ApplyEvent(ctx, e, message.Envelope{}); err != nil {
+		t.Fatal(err)
+	}
+	r, found, err := s.RecordedEvent(ctx, e.Key())
+	if err != nil || !found || r.ContentHash != e.ContentHash() || r.Outcome != fsm.Applied {
+		t.Fatalf("RecordedEvent(%s) = %+v, %v, %v; want hash %s, applied", e.Key(), r, found, err, e.ContentHash())
+	}
+	if _, found, err := s.RecordedEvent(ctx, fsm.Key{OrderID: e.OrderID, Version: 2}); err != nil || found {
+		t.Fatalf("another version: found %v, err %v; want not found", found, err)
+	}
+	if _, _, err := s.RecordedEvent(ctx, fsm.Key{OrderID: "no spaces", Version: 1}); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("invalid order ID: err %v, want ErrInvalid", err)
 	}
 }

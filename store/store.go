@@ -1,8 +1,8 @@
 // Package store owns orderflow's PostgreSQL database: it opens and migrates
 // it, and holds every statement the code base runs on it — the exactly-once
 // write of an event (ApplyEvent), the points ledger insert (AwardPoints),
-// dead-letter parking (ParkDeadLetter) and the reads that workflows and
-// operators need.
+// dead-letter parking (ParkDeadLetter) and the reads that workflows,
+// operators and the bridge's duplicate filter (RecordedEvent) need.
 //
 // Every write is safe to repeat. ApplyEvent records each business key
 // (order_id, version) once, in the same statement as the order change, and
