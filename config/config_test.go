@@ -76,14 +76,16 @@ func TestUsageListsVariablesAndRedactsSecrets(t *testing.T) {
 	c.RegisterTemporal(s)
 	c.RegisterDatabase(s)
 	c.RegisterRocketMQ(s)
+	c.RegisterRedis(s)
 	env := map[string]string{"DATABASE_URL": "postgres://u:planted-pw@db:5432/x", "TEMPORAL_API_KEY": "planted-key",
-		"ROCKETMQ_SECRET_KEY": "planted-sk"}
+		"ROCKETMQ_SECRET_KEY": "planted-sk", "REDIS_URL": "redis://:planted-redis-pw@cache:6379/0"}
 	if err := s.Parse([]string{"-h"}, lookupOf(env)); !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("-h: %v", err)
 	}
 	text := out.String()
 	for _, want := range []string{"Usage: t [flags]", "-database-url", "env DATABASE_URL", "-temporal-api-key", "env TEMPORAL_API_KEY",
-		"-rocketmq-secret-key", "-temporal-tls-client-cert-path", "postgres://orderflow:xxxxx@127.0.0.1:5432/orderflow"} {
+		"-rocketmq-secret-key", "-temporal-tls-client-cert-path", "postgres://orderflow:xxxxx@127.0.0.1:5432/orderflow",
+		"-redis-url", "env REDIS_URL", "redis://127.0.0.1:6379/0"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("usage lacks %q:\n%s", want, text)
 		}
@@ -101,6 +103,8 @@ func TestRedact(t *testing.T) {
 		"hunter2":                   "xxxxx",
 		"postgres://u:pw@h:5432/db": "postgres://u:xxxxx@h:5432/db",
 		"postgres://u@h/db?sslmode=require&password=pw": "postgres://u@h/db?password=xxxxx&sslmode=require",
+		"redis://:pw@h:6379/0":                          "redis://:xxxxx@h:6379/0",
+		"rediss://default:pw@h:6380/1":                  "rediss://default:xxxxx@h:6380/1",
 	} {
 		if got := Redact(in); got != want {
 			t.Errorf("Redact(%q) = %q, want %q", in, got, want)

@@ -24,6 +24,8 @@ const (
 	DefaultLogLevel          = "info"
 	DefaultTemporalUI        = "http://127.0.0.1:8233"
 	DefaultGapWindow         = 5 * time.Minute
+	// DefaultRedisURL is the local stack's Redis (scripts/stack.sh).
+	DefaultRedisURL = "redis://127.0.0.1:6379/0"
 )
 
 // Config is the configuration shared by orderflow's processes. Each binary
@@ -63,6 +65,10 @@ type Config struct {
 	// GapWindow is how long a hole in a producer's sequence stays open
 	// before it counts as a suspected loss.
 	GapWindow time.Duration
+	// RedisURL is the Redis the bridges share as their duplicate filter's
+	// middle tier (redis://, or rediss:// for TLS); empty turns that tier
+	// off.
+	RedisURL string
 }
 
 // The shared settings.
@@ -102,6 +108,8 @@ var (
 	TemporalUI    = Setting{Flag: "temporal-ui", Env: "TEMPORAL_UI", Usage: "base URL of the Temporal UI, for links to an order's workflow"}
 	GapWindow     = Setting{Flag: "gap-window", Env: "ORDERFLOW_GAP_WINDOW",
 		Usage: "how long a hole in a producer's sequence stays open before it counts as a suspected loss"}
+	RedisURL = Setting{Flag: "redis-url", Env: "REDIS_URL",
+		Usage: "Redis URL of the duplicate filter the bridges share (rediss:// for TLS; empty: off, the filter asks the ledger)", Secret: true}
 )
 
 // Defaults returns the configuration with every default.
@@ -116,6 +124,7 @@ func Defaults() Config {
 		ConsumerGroup:     DefaultConsumerGroup,
 		LogLevel:          DefaultLogLevel,
 		GapWindow:         DefaultGapWindow,
+		RedisURL:          DefaultRedisURL,
 	}
 }
 
@@ -129,6 +138,7 @@ func FromEnv() Config {
 	c.RegisterRocketMQ(s)
 	c.RegisterConsumerGroup(s)
 	c.RegisterLog(s)
+	c.RegisterRedis(s)
 	_ = s.Parse(nil, nil)
 	if c.TemporalAddress == "" {
 		c.TemporalAddress = DefaultTemporalAddress
@@ -190,6 +200,11 @@ func (c *Config) RegisterTemporalUI(s *Set) {
 // WorkflowURL is the Temporal UI's page of the workflow id in namespace.
 func (c *Config) WorkflowURL(namespace, id string) string {
 	return strings.TrimRight(c.TemporalUI, "/") + "/namespaces/" + url.PathEscape(namespace) + "/workflows/" + url.PathEscape(id)
+}
+
+// RegisterRedis registers the Redis URL of the duplicate filter.
+func (c *Config) RegisterRedis(s *Set) {
+	s.String(&c.RedisURL, DefaultRedisURL, RedisURL)
 }
 
 // temporalEnv maps the Temporal environment configuration's variables to
