@@ -1,0 +1,132 @@
+package dedup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/orderflow/orderflow/fsm"
+)
+
+// DefaultRedisTTL is how long Redis keeps a business key: 7 days. The
+// broker redelivers a message the bridge handed back up to 100,000 times,
+// at most a minute apart (starter's -max-retry-delay-level 5), so a copy
+// of an event may come back for as long as an outage lasts; a week covers
+// any outage an operator lets run. A key that expired or was evicted only
+// costs a signal: the TTL bounds memory, never correctness.
+const DefaultRedisTTL = 7 * 24 * time.Hour
+
+// RedisOptions configure the Redis tier.
+type RedisOptions struct {
+	// KeyPrefix starts every key, so that deployments sharing a server
+	// keep apart ("orderflow:dedup:<namespace>:", say).
+	KeyPrefix string
+	// TTL is how long a key lives (default DefaultRedisTTL).
+	TTL time.Duration
+	// Timeout bounds dialling and each read and write (default
+	// DefaultCacheTimeout).
+	Timeout time.Duration
+	// PoolSize is the most connections kept (0: go-redis's default).
+	PoolSize int
+}
+
+// Redis is the shared tier on a Redis server: one string key per business
+// key, KeyPrefix + "<order_id>@<version>", holding the content hash of the
+// event first signalled under it, with a TTL. It is a Cache.
+type Redis struct {
+	c      *redis.Client
+	prefix string
+	ttl    time.Duration
+}
+
+// OpenRedis returns the tier on the server rawURL names (redis://, or
+// rediss:// for TLS; a password in the URL is used and never shown). It
+// does not dial: the first call does, and a failed call is retried by
+// nobody (the filter moves on). Close it when done.
+func OpenRedis(rawURL string, o RedisOptions) (*Redis, error) {
+	if _, err := url.Parse(rawURL); err != nil {
+		// url.Error repeats the whole URL, password included.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("redis URL: %w", err)
+	}
+	opts, err := redis.ParseURL(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("redis URL: %w", err)
+	}
+	if o.TTL <= 0 {
+		o.TTL = DefaultRedisTTL
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultCacheTimeout
+	}
+	// One attempt per call, bounded: the filter falls through on failure.
+	opts.MaxRetries = -1
+	opts.DialerRetries = 1
+	opts.DialTimeout = o.Timeout
+	opts.ReadTimeout = o.Timeout
+	opts.WriteTimeout = o.Timeout
+	opts.PoolTimeout = o.Timeout
+	opts.ContextTimeoutEnabled = true
+	opts.DisableIdentity = true
+	opts.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	if o.PoolSize > 0 {
+		opts.PoolSize = o.PoolSize
+	}
+	return &Redis{c: redis.NewClient(opts), prefix: o.KeyPrefix, ttl: o.TTL}, nil
+}
+
+// Addr is the server's host:port (no credentials), for logs.
+func (r *Redis) Addr() string { return r.c.Options().Addr }
+
+// TTL is how long a key lives.
+func (r *Redis) TTL() time.Duration { return r.ttl }
+
+// Key is the Redis key of a business key.
+func (r *Redis) Key(k fsm.Key) string { return r.prefix + k.String() }
+
+// Get returns the content hash stored for k.
+func (r *Redis) Get(ctx context.Context, k fsm.Key) (string, bool, error) {
+	h, err := r.c.Get(ctx, r.Key(k)).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return "", false, nil
+	case err != nil:
+		return "", false, fmt.Errorf("redis GET %s: %w", k, err)
+	}
+	return h, true, nil
+}
+
+// Remember stores hash for k with the TTL unless k has a value already
+// (SET NX): the first content signalled under a key stays, a conflicting
+// copy does not replace it.
+func (r *Redis) Remember(ctx context.Context, k fsm.Key, hash string) error {
+	if err := r.c.SetNX(ctx, r.Key(k), hash, r.ttl).Err(); err != nil {
+		return fmt.Errorf("redis SET NX %s: %w", k, err)
+	}
+	return nil
+}
+
+// Ping checks that the server answers.
+func (r *Redis) Ping(ctx context.Context) error { return r.c.Ping(ctx).Err() }
+
+// Close closes the connections.
+func (r *Redis) Close() error { return r.c.Close() }
+
+// UseSlog sends go-redis's own log lines (pool and dial trouble) to log at
+// warning level. It is process-wide.
+func UseSlog(log *slog.Logger) { redis.SetLogger(slogPrintf{log}) }
+
+type slogPrintf struct{ log *slog.Logger }
+
+func (l slogPrintf) Printf(ctx context.Context, format string, v ...any) {
+	l.log.WarnContext(ctx, "redis client: "+fmt.Sprintf(format, v...))
+}

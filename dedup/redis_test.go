@@ -1,0 +1,109 @@
+package dedup
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orderflow/orderflow/fsm"
+	"github.com/orderflow/orderflow/internal/testenv"
+	"github.com/orderflow/orderflow/internal/uniq"
+)
+
+func openTestRedis(t *testing.T, rawURL string, o RedisOptions) *Redis {
+	t.Helper()
+	if o.KeyPrefix == "" {
+		o.KeyPrefix = uniq.Name("dedup-test") + ":"
+	}
+	r, err := OpenRedis(rawURL, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	return r
+}
+
+// On a real server: a miss, then the first content remembered with the TTL
+// and kept against a conflicting copy; keys of another prefix apart.
+func TestRedisGetRemember(t *testing.T) {
+	url := testenv.RedisURL(t)
+	r := openTestRedis(t, url, RedisOptions{TTL: time.Hour})
+	ctx := context.Background()
+	k := fsm.Key{OrderID: "o-1", Version: 3}
+	if _, found, err := r.Get(ctx, k); err != nil || found {
+		t.Fatalf("Get before Remember: found %v, err %v", found, err)
+	}
+	if err := r.Remember(ctx, k, "first"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Remember(ctx, k, "second"); err != nil {
+		t.Fatal(err)
+	}
+	if h, found, err := r.Get(ctx, k); err != nil || !found || h != "first" {
+		t.Fatalf("Get = %q, %v, %v; want the first content's hash", h, found, err)
+	}
+	ttl, err := r.c.TTL(ctx, r.Key(k)).Result()
+	if err != nil || ttl <= 59*time.Minute || ttl > time.Hour {
+		t.Fatalf("TTL of %s = %s, %v; want about an hour", r.Key(k), ttl, err)
+	}
+	if !strings.HasSuffix(r.Key(k), ":o-1@3") {
+		t.Errorf("key %q, want it to end with the business key", r.Key(k))
+	}
+	other := openTestRedis(t, url, RedisOptions{})
+	if _, found, err := other.Get(ctx, k); err != nil || found {
+		t.Fatalf("another prefix sees the key: found %v, err %v", found, err)
+	}
+	if other.TTL() != DefaultRedisTTL {
+		t.Errorf("default TTL %s, want %s", other.TTL(), DefaultRedisTTL)
+	}
+}
+
+// A Redis cut off the network fails each call within its timeout; once it
+// is back, calls succeed again.
+func TestRedisUnreachableFailsFast(t *testing.T) {
+	url := testenv.RedisURL(t)
+	proxy := testenv.StartProxy(t, testenv.RedisHostPort(t, url))
+	r := openTestRedis(t, testenv.RedisURLVia(t, url, proxy.Addr()), RedisOptions{Timeout: 80 * time.Millisecond})
+	ctx := context.Background()
+	k := fsm.Key{OrderID: "o-2", Version: 1}
+	if err := r.Remember(ctx, k, "h"); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Cut()
+	for i := 0; i < 3; i++ {
+		start := time.Now()
+		if _, _, err := r.Get(ctx, k); err == nil {
+			t.Fatal("Get succeeded through a cut proxy")
+		}
+		if d := time.Since(start); d > 500*time.Millisecond {
+			t.Fatalf("a failed Get took %s", d)
+		}
+	}
+	proxy.Restore()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		h, found, err := r.Get(ctx, k)
+		if err == nil && found && h == "h" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after Restore: %q, %v, %v", h, found, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A URL that does not parse is refused without repeating its password.
+func TestOpenRedisHidesThePassword(t *testing.T) {
+	for _, u := range []string{"redis://:planted-pw@host:port/0", "redis://:planted-pw@host:6379/zero", "http://:planted-pw@host:6379"} {
+		_, err := OpenRedis(u, RedisOptions{})
+		if err == nil {
+			t.Errorf("OpenRedis(%s) succeeded", u)
+			continue
+		}
+		if strings.Contains(err.Error(), "planted-pw") {
+			t.Errorf("OpenRedis error shows the password: %v", err)
+		}
+	}
+}
