@@ -3,7 +3,9 @@
 // dead_letters row for an invalid message (message.Parse decides). Its
 // Handler acknowledges a message only after that effect is durable and
 // retries in-process, with backoff, while Temporal or PostgreSQL is down.
-// The consumer that feeds it is internal/mq's; the process is starter.
+// A valid event that the duplicate filter (package dedup) confirms was
+// already durably signalled or recorded is acked without a signal. The
+// consumer that feeds it is internal/mq's; the process is starter.
 package bridge
 
 import (
@@ -15,6 +17,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/cenkalti/backoff/v5"
 
+	"github.com/orderflow/orderflow/dedup"
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/message"
@@ -49,13 +52,15 @@ var DefaultRetry = RetryPolicy{For: 15 * time.Second, Attempt: 10 * time.Second,
 
 // Handler turns one RocketMQ message into a durable effect: a signal in
 // Temporal for a valid event, a dead_letters row for an invalid message.
-// Handle returns nil (ack) only after that effect is durable. Make one with
-// NewHandler; it is safe for concurrent use.
+// Handle returns nil (ack) only after that effect is durable, or when the
+// duplicate filter confirms that it already is. Make one with NewHandler;
+// it is safe for concurrent use.
 type Handler struct {
 	log     *slog.Logger
 	deliver DeliverFunc
 	park    ParkFunc
-	record  RecordFunc // nil: sequence numbers are not recorded
+	record  RecordFunc    // nil: sequence numbers are not recorded
+	dedup   *dedup.Filter // nil: every valid event is signalled
 	metrics *Metrics
 	retry   RetryPolicy
 	now     func() time.Time
@@ -66,6 +71,16 @@ type Handler struct {
 // says.
 func NewHandler(log *slog.Logger, deliver DeliverFunc, park ParkFunc, m *Metrics, retry RetryPolicy) *Handler {
 	return &Handler{log: log, deliver: deliver, park: park, metrics: m, retry: retry, now: time.Now}
+}
+
+// WithDedup puts the duplicate filter f in front of the delivery: a valid
+// event f confirms was already durably signalled or recorded with the same
+// content is acked without a signal (its sequence number still recorded),
+// and every event signalled is reported to f. Call it before h handles
+// messages. It returns h.
+func (h *Handler) WithDedup(f *dedup.Filter) *Handler {
+	h.dedup = f
+	return h
 }
 
 // Handle is the mq.Handler of the bridge.
@@ -114,10 +129,26 @@ func (h *Handler) process(ctx context.Context, m *primitive.MessageExt) (string,
 		}
 		log.Warn("message keys or tag disagree with the body; the body is authoritative", "mismatch", r.Mismatch)
 	}
+	if h.dedup != nil {
+		v := h.dedup.Check(ctx, e)
+		if v.Duplicate {
+			log.Debug("duplicate acked without a signal", "confirmed_by", v.Tier)
+			if err := h.recordSeq(ctx, log, e.ProducerID, e.Seq); err != nil {
+				return "", err
+			}
+			return ResultDuplicate, nil
+		}
+		if v.Conflict {
+			log.Info("business key already delivered with other content; the workflow parks the conflict", "seen_by", v.Tier)
+		}
+	}
 	err := h.attempt(ctx, log, targetTemporal, func(ctx context.Context) error { return h.deliver(ctx, e, env) })
 	if err != nil {
 		log.Error("cannot deliver event to Temporal; the broker will deliver it again", "err", err)
 		return "", err
+	}
+	if h.dedup != nil {
+		h.dedup.Delivered(ctx, e)
 	}
 	h.metrics.eventLatency.Observe(h.now().Sub(e.OccurredAt).Seconds())
 	log.Debug("event signalled")

@@ -15,6 +15,9 @@ const (
 	ResultSignalled = "signalled"
 	ResultParked    = "parked"
 	ResultRetry     = "retry"
+	// ResultDuplicate: the duplicate filter confirmed the event was already
+	// durably signalled or recorded; acked without a signal.
+	ResultDuplicate = "duplicate"
 )
 
 // Metrics are the bridge's Prometheus metrics.
@@ -38,7 +41,7 @@ func NewMetrics(reg prometheus.Registerer, c *ConsumerStats) (*Metrics, error) {
 	m := &Metrics{
 		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "orderflow_bridge_messages_total",
-			Help: "Messages handled, by result: signalled (delivered to Temporal, acked), parked (dead letter committed, acked), retry (not acked, the broker delivers it again).",
+			Help: "Messages handled, by result: signalled (delivered to Temporal, acked), duplicate (Redis or the ledger confirmed the event was already signalled or recorded with the same content, acked without a signal), parked (dead letter committed, acked), retry (not acked, the broker delivers it again).",
 		}, []string{"result"}),
 		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "orderflow_bridge_rejections_total",
@@ -59,7 +62,7 @@ func NewMetrics(reg prometheus.Registerer, c *ConsumerStats) (*Metrics, error) {
 		}),
 		storeLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "orderflow_bridge_store_latency_seconds",
-			Help:    "Time from the broker storing a message to the bridge acking it (signalled or parked).",
+			Help:    "Time from the broker storing a message to the bridge acking it (signalled, duplicate or parked).",
 			Buckets: latencyBuckets,
 		}),
 		handleSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -68,7 +71,7 @@ func NewMetrics(reg prometheus.Registerer, c *ConsumerStats) (*Metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14),
 		}, []string{"result"}),
 	}
-	for _, r := range []string{ResultSignalled, ResultParked, ResultRetry} {
+	for _, r := range []string{ResultSignalled, ResultDuplicate, ResultParked, ResultRetry} {
 		m.messages.WithLabelValues(r)
 	}
 	for _, k := range message.Kinds {

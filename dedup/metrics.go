@@ -41,7 +41,7 @@ func newMetrics() *Metrics {
 		}, []string{"tier", "result"}),
 		bloomFalsePositives: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "orderflow_bridge_dedup_bloom_false_positives_total",
-			Help: "Bloom filter hits that neither Redis nor the ledger confirmed (true false positives, and events signalled but not yet recorded while Redis was unavailable); the message was signalled.",
+			Help: "Bloom filter hits that neither Redis nor the ledger confirmed: true false positives, copies of a conflicting event, and events signalled but not yet recorded while Redis was unavailable. The message was signalled.",
 		}),
 		redisErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "orderflow_bridge_dedup_redis_errors_total",

@@ -16,6 +16,7 @@ import (
 
 	"github.com/orderflow/orderflow/bridge"
 	"github.com/orderflow/orderflow/config"
+	"github.com/orderflow/orderflow/dedup"
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/internal/obs"
@@ -137,6 +138,8 @@ type bridgeDeps struct {
 	Record bridge.RecordFunc
 	// Gaps, when set, reads the suspected losses for /metrics.
 	Gaps bridge.GapsFunc
+	// Dedup is the duplicate filter in front of Deliver; nil: none.
+	Dedup *dedup.Filter
 	// Checks are the readiness checks besides the consumer's.
 	Checks []obs.Check
 }
@@ -160,6 +163,9 @@ func newBridge(cfg bridgeConfig, d bridgeDeps) (*Bridge, error) {
 	h := bridge.NewHandler(d.Log, d.Deliver, d.Park, m, retry)
 	if d.Record != nil {
 		h.WithRecorder(d.Record)
+	}
+	if d.Dedup != nil {
+		h.WithDedup(d.Dedup)
 	}
 	if d.Gaps != nil {
 		if err := d.Registry.Register(bridge.NewSequenceStats(d.Gaps, d.Log)); err != nil {
