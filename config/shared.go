@@ -26,6 +26,8 @@ const (
 	DefaultGapWindow         = 5 * time.Minute
 	// DefaultRedisURL is the local stack's Redis (scripts/stack.sh).
 	DefaultRedisURL = "redis://127.0.0.1:6379/0"
+	// RedisOff as REDIS_URL turns Redis off, like the flag -redis-url= does.
+	RedisOff = "off"
 )
 
 // Config is the configuration shared by orderflow's processes. Each binary
@@ -67,7 +69,7 @@ type Config struct {
 	GapWindow time.Duration
 	// RedisURL is the Redis the bridges share as their duplicate filter's
 	// middle tier (redis://, or rediss:// for TLS); empty turns that tier
-	// off.
+	// off (RedisOff as a value, since an empty variable counts as unset).
 	RedisURL string
 }
 
@@ -109,7 +111,7 @@ var (
 	GapWindow     = Setting{Flag: "gap-window", Env: "ORDERFLOW_GAP_WINDOW",
 		Usage: "how long a hole in a producer's sequence stays open before it counts as a suspected loss"}
 	RedisURL = Setting{Flag: "redis-url", Env: "REDIS_URL",
-		Usage: "Redis URL of the duplicate filter the bridges share (rediss:// for TLS; empty: off, the filter asks the ledger)", Secret: true}
+		Usage: "Redis URL of the duplicate filter the bridges share (rediss:// for TLS; off, or the flag empty: no Redis, the filter asks the ledger)", Secret: true}
 )
 
 // Defaults returns the configuration with every default.
@@ -140,6 +142,7 @@ func FromEnv() Config {
 	c.RegisterLog(s)
 	c.RegisterRedis(s)
 	_ = s.Parse(nil, nil)
+	c.NormalizeRedis()
 	if c.TemporalAddress == "" {
 		c.TemporalAddress = DefaultTemporalAddress
 	}
@@ -202,9 +205,17 @@ func (c *Config) WorkflowURL(namespace, id string) string {
 	return strings.TrimRight(c.TemporalUI, "/") + "/namespaces/" + url.PathEscape(namespace) + "/workflows/" + url.PathEscape(id)
 }
 
-// RegisterRedis registers the Redis URL of the duplicate filter.
+// RegisterRedis registers the Redis URL of the duplicate filter. After
+// Parse, call NormalizeRedis.
 func (c *Config) RegisterRedis(s *Set) {
 	s.String(&c.RedisURL, DefaultRedisURL, RedisURL)
+}
+
+// NormalizeRedis turns RedisOff into the empty URL: no Redis.
+func (c *Config) NormalizeRedis() {
+	if c.RedisURL == RedisOff {
+		c.RedisURL = ""
+	}
 }
 
 // temporalEnv maps the Temporal environment configuration's variables to
