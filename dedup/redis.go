@@ -50,17 +50,9 @@ type Redis struct {
 // does not dial: the first call does, and a failed call is retried by
 // nobody (the filter moves on). Close it when done.
 func OpenRedis(rawURL string, o RedisOptions) (*Redis, error) {
-	if _, err := url.Parse(rawURL); err != nil {
-		// url.Error repeats the whole URL, password included.
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return nil, fmt.Errorf("redis URL: %w", err)
-	}
-	opts, err := redis.ParseURL(rawURL)
+	opts, err := parseURL(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("redis URL: %w", err)
+		return nil, err
 	}
 	if o.TTL <= 0 {
 		o.TTL = DefaultRedisTTL
@@ -82,6 +74,29 @@ func OpenRedis(rawURL string, o RedisOptions) (*Redis, error) {
 		opts.PoolSize = o.PoolSize
 	}
 	return &Redis{c: redis.NewClient(opts), prefix: o.KeyPrefix, ttl: o.TTL}, nil
+}
+
+// CheckRedisURL returns an error, without the URL's password, when rawURL
+// is not a Redis URL OpenRedis takes.
+func CheckRedisURL(rawURL string) error {
+	_, err := parseURL(rawURL)
+	return err
+}
+
+func parseURL(rawURL string) (*redis.Options, error) {
+	if _, err := url.Parse(rawURL); err != nil {
+		// url.Error repeats the whole URL, password included.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("redis URL: %w", err)
+	}
+	opts, err := redis.ParseURL(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("redis URL: %w", err)
+	}
+	return opts, nil
 }
 
 // Addr is the server's host:port (no credentials), for logs.

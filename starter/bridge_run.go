@@ -49,6 +49,24 @@ type bridgeConfig struct {
 	MaxRetryDelayLevel int
 	// Workflow are the parameters of the order workflows the bridge starts.
 	Workflow workflows.Params
+	// Dedup configures the duplicate filter in front of the signal; its
+	// Redis is the shared setting RedisURL.
+	Dedup dedupConfig
+}
+
+// dedupConfig configures the bridge's duplicate filter (package dedup).
+type dedupConfig struct {
+	// On turns the filter on; off, every valid message is signalled.
+	On bool
+	// BloomCapacity and BloomFPRate size each of the Bloom filter's two
+	// generations.
+	BloomCapacity int
+	BloomFPRate   float64
+	// RedisTTL is how long Redis keeps a business key.
+	RedisTTL time.Duration
+	// RedisTimeout bounds one Redis call; LedgerTimeout one ledger lookup.
+	RedisTimeout  time.Duration
+	LedgerTimeout time.Duration
 }
 
 // parseBridgeConfig reads the defaults, then the environment (lookup), then
@@ -62,6 +80,7 @@ func parseBridgeConfig(args []string, lookup func(string) (string, bool), out io
 	cfg.RegisterConsumerGroup(s)
 	cfg.RegisterGapWindow(s)
 	cfg.RegisterLog(s)
+	cfg.RegisterRedis(s)
 	b := func(flag, env, usage string) config.Setting {
 		return config.Setting{Flag: flag, Env: "ORDERFLOW_BRIDGE_" + env, Usage: usage}
 	}
@@ -76,17 +95,25 @@ func parseBridgeConfig(args []string, lookup func(string) (string, bool), out io
 	s.Duration(&cfg.RetryFor, 15*time.Second, b("retry-for", "RETRY_FOR", "how long one message is retried in-process before it is handed back to the broker"))
 	s.Duration(&cfg.AttemptTimeout, 10*time.Second, b("attempt-timeout", "ATTEMPT_TIMEOUT", "bound of one attempt to deliver an event to Temporal or park a message in PostgreSQL"))
 	s.Int(&cfg.MaxRetryDelayLevel, 5, b("max-retry-delay-level", "MAX_RETRY_DELAY_LEVEL", "cap of the broker's redelivery delay level (3=10s, 4=30s, 5=1m, 6=2m ...)"))
+	s.Bool(&cfg.Dedup.On, true, b("dedup", "DEDUP", "ack a message without a signal when Redis or the ledger confirms its event was already signalled or recorded with the same content (false: signal every valid message)"))
+	s.Int(&cfg.Dedup.BloomCapacity, dedup.DefaultBloomCapacity, b("dedup-bloom-capacity", "DEDUP_BLOOM_CAPACITY", "events per generation of the in-process Bloom filter (two are kept)"))
+	s.Float(&cfg.Dedup.BloomFPRate, dedup.DefaultBloomFPRate, b("dedup-bloom-fp-rate", "DEDUP_BLOOM_FP_RATE", "false-positive rate of the Bloom filter (a false positive costs a ledger lookup)"))
+	s.Duration(&cfg.Dedup.RedisTTL, dedup.DefaultRedisTTL, b("dedup-redis-ttl", "DEDUP_REDIS_TTL", "how long Redis keeps a delivered event's key (longer than the broker's redelivery horizon)"))
+	s.Duration(&cfg.Dedup.RedisTimeout, dedup.DefaultCacheTimeout, b("dedup-redis-timeout", "DEDUP_REDIS_TIMEOUT", "bound of one Redis call (on failure the filter goes on without Redis)"))
+	s.Duration(&cfg.Dedup.LedgerTimeout, dedup.DefaultLedgerTimeout, b("dedup-ledger-timeout", "DEDUP_LEDGER_TIMEOUT", "bound of one ledger lookup (on failure the event is signalled)"))
 	s.Duration(&cfg.Workflow.GracePeriod, workflows.DefaultGracePeriod, wf("workflow-grace-period", "GRACE_PERIOD", "how long a finished order's workflow waits for late events"))
 	s.Duration(&cfg.Workflow.IdleTimeout, workflows.DefaultIdleTimeout, wf("workflow-idle-timeout", "IDLE_TIMEOUT", "how long an open order's workflow waits without events before it completes"))
 	s.Int(&cfg.Workflow.MaxEventsPerRun, 0, wf("workflow-max-events", "MAX_EVENTS", "continue-as-new after this many events in one run (0: when Temporal suggests)"))
 	if err := s.Parse(args, lookup); err != nil {
 		return cfg, err
 	}
+	cfg.NormalizeRedis()
 	if len(s.Args()) > 0 {
 		return cfg, fmt.Errorf("unexpected argument %q (publish and check are subcommands of the orderflow command)", s.Args()[0])
 	}
 	var errs []error
-	for name, v := range map[string]int{"concurrency": cfg.Concurrency, "batch-size": cfg.BatchSize, "max-retry-delay-level": cfg.MaxRetryDelayLevel} {
+	for name, v := range map[string]int{"concurrency": cfg.Concurrency, "batch-size": cfg.BatchSize, "max-retry-delay-level": cfg.MaxRetryDelayLevel,
+		"dedup-bloom-capacity": cfg.Dedup.BloomCapacity} {
 		if v < 1 {
 			errs = append(errs, fmt.Errorf("-%s: %d is not an integer >= 1", name, v))
 		}
@@ -96,13 +123,22 @@ func parseBridgeConfig(args []string, lookup func(string) (string, bool), out io
 	}
 	for name, d := range map[string]time.Duration{"grace-period": cfg.GracePeriod, "retry-for": cfg.RetryFor,
 		"attempt-timeout": cfg.AttemptTimeout, "workflow-grace-period": cfg.Workflow.GracePeriod,
-		"workflow-idle-timeout": cfg.Workflow.IdleTimeout} {
+		"workflow-idle-timeout": cfg.Workflow.IdleTimeout, "dedup-redis-ttl": cfg.Dedup.RedisTTL,
+		"dedup-redis-timeout": cfg.Dedup.RedisTimeout, "dedup-ledger-timeout": cfg.Dedup.LedgerTimeout} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("-%s: %s is not a positive duration", name, d))
 		}
 	}
 	if cfg.GapWindow < 0 {
 		errs = append(errs, fmt.Errorf("-gap-window: %s is negative", cfg.GapWindow))
+	}
+	if r := cfg.Dedup.BloomFPRate; !(r > 0 && r < 1) {
+		errs = append(errs, fmt.Errorf("-dedup-bloom-fp-rate: %g is not between 0 and 1", r))
+	}
+	if cfg.RedisURL != "" {
+		if err := dedup.CheckRedisURL(cfg.RedisURL); err != nil {
+			errs = append(errs, fmt.Errorf("-redis-url: %w", err))
+		}
 	}
 	if cfg.MaxRetryDelayLevel > 18 {
 		errs = append(errs, fmt.Errorf("-max-retry-delay-level: %d is above the broker's 18 levels", cfg.MaxRetryDelayLevel))
@@ -295,6 +331,16 @@ func serveBridge(ctx context.Context, stopSignals func(), cfg bridgeConfig, log 
 	}
 	defer tc.Close()
 
+	var filter *dedup.Filter
+	if cfg.Dedup.On {
+		var closeRedis func()
+		filter, closeRedis, err = openDedup(ctx, cfg, opts.Namespace, db, metrics.Registry, log)
+		if err != nil {
+			return err
+		}
+		defer closeRedis()
+	}
+
 	b, err := newBridge(cfg, bridgeDeps{
 		Log:      log,
 		Registry: metrics.Registry,
@@ -302,6 +348,7 @@ func serveBridge(ctx context.Context, stopSignals func(), cfg bridgeConfig, log 
 		Park:     storePark(db),
 		Record:   storeRecord(db, log),
 		Gaps:     storeGaps(db, cfg.GapWindow),
+		Dedup:    filter,
 		Checks:   []obs.Check{obs.TemporalCheck(tc), {Name: "postgres", Check: db.Ping}},
 	})
 	if err != nil {
@@ -313,6 +360,46 @@ func serveBridge(ctx context.Context, stopSignals func(), cfg bridgeConfig, log 
 	<-ctx.Done()
 	stopSignals()
 	return b.Stop()
+}
+
+// openDedup builds the duplicate filter: the Bloom filter, Redis when
+// cfg.RedisURL is set (keys under orderflow:dedup:<namespace>:) and the
+// ledger. An unreachable Redis is logged, not fatal: the filter goes on
+// without it. The returned function closes Redis.
+func openDedup(ctx context.Context, cfg bridgeConfig, namespace string, ledger dedup.Ledger, reg prometheus.Registerer,
+	log *slog.Logger) (*dedup.Filter, func(), error) {
+	m, err := dedup.NewMetrics(reg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("duplicate filter metrics: %w", err)
+	}
+	o := dedup.Options{
+		Bloom:         dedup.NewBloom(uint(cfg.Dedup.BloomCapacity), cfg.Dedup.BloomFPRate),
+		Ledger:        ledger,
+		CacheTimeout:  cfg.Dedup.RedisTimeout,
+		LedgerTimeout: cfg.Dedup.LedgerTimeout,
+		Metrics:       m,
+		Log:           log,
+	}
+	if cfg.RedisURL == "" {
+		log.Info("duplicate filter: Bloom filter and ledger, no Redis (REDIS_URL is empty)")
+		return dedup.New(o), func() {}, nil
+	}
+	dedup.UseSlog(log)
+	r, err := dedup.OpenRedis(cfg.RedisURL, dedup.RedisOptions{KeyPrefix: "orderflow:dedup:" + namespace + ":",
+		TTL: cfg.Dedup.RedisTTL, Timeout: cfg.Dedup.RedisTimeout, PoolSize: cfg.Concurrency + 2})
+	if err != nil {
+		return nil, nil, err
+	}
+	o.Cache = r
+	pctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := r.Ping(pctx); err != nil {
+		log.Warn("duplicate filter: Redis does not answer; the bridge goes on without it until it does",
+			"redis", r.Addr(), "err", err)
+	} else {
+		log.Info("duplicate filter: Bloom filter, Redis and ledger", "redis", r.Addr(), "ttl", r.TTL().String())
+	}
+	return dedup.New(o), func() { _ = r.Close() }, nil
 }
 
 // temporalDeliver delivers events with workflows.Deliver.

@@ -4,17 +4,21 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/obs"
 	"github.com/orderflow/orderflow/internal/testenv"
 	"github.com/orderflow/orderflow/store"
+	"github.com/orderflow/orderflow/workflows/api"
 )
 
 // Valid messages become order_events rows through Temporal; invalid ones
@@ -282,4 +286,93 @@ func TestConflictParksTheRawMessage(t *testing.T) {
 		t.Errorf("dead letter %+v, want message ID %s, topic %s, keys %s, tag CREATED and a conflict reason",
 			d, id, e.topic, first.OrderID)
 	}
+}
+
+// With the duplicate filter on (Redis and the ledger), copies of delivered
+// events — producer retries, new message IDs — are acked without a signal:
+// no order's workflow history gains a signal from them.
+func TestBridgeDuplicatesNeverReachTemporal(t *testing.T) {
+	e := newEnv(t, 2)
+	e.startWorker(t)
+	const orders = 4
+	e.terminate(t, orders)
+	cfg := e.config()
+	cfg.RedisURL = testenv.RedisURL(t)
+	cfg.Dedup = dedupConfig{On: true, BloomCapacity: 1000, BloomFPRate: 0.001, RedisTTL: time.Hour,
+		RedisTimeout: 100 * time.Millisecond, LedgerTimeout: time.Second}
+	log := obs.NewLogger(testWriter(t), slog.LevelWarn, "bridge")
+	reg := prometheus.NewRegistry()
+	filter, closeRedis, err := openDedup(context.Background(), cfg, cfg.TemporalNamespace, store.New(e.db), reg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeRedis()
+	b, err := newBridge(cfg, bridgeDeps{Log: log, Registry: reg, Deliver: temporalDeliver(e.tc, e.taskQueue, testParams),
+		Park: storePark(store.New(e.db)), Dedup: filter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Stop() })
+
+	var events []fsm.Event
+	var want []fsm.Key
+	for n := 0; n < orders; n++ {
+		for v, s := range []fsm.Status{fsm.Created, fsm.Paid} {
+			ev := e.event(n, int64(v+1), s)
+			events = append(events, ev)
+			want = append(want, ev.Key())
+			e.publish(t, ev)
+		}
+	}
+	e.waitAccounted(t, want, 0, 90*time.Second)
+	waitMetric(t, b.Addr(), `orderflow_bridge_messages_total{result="signalled"}`, float64(len(events)))
+	// A signal whose SignalWithStart timed out after Temporal took it is
+	// sent again (at least once): count what is in the histories now.
+	before := map[string]int{}
+	for n := 0; n < orders; n++ {
+		id := api.WorkflowID(events[2*n].OrderID)
+		if before[id] = signalsInHistory(t, e.tc, id); before[id] < 2 {
+			t.Fatalf("%s: %d signals in its history, want at least 2", id, before[id])
+		}
+	}
+
+	const copies = 2
+	for c := 0; c < copies; c++ {
+		for _, ev := range events {
+			e.publish(t, ev)
+		}
+	}
+	waitMetric(t, b.Addr(), `orderflow_bridge_messages_total{result="duplicate"}`, float64(copies*len(events)))
+	if got := metric(t, b.Addr(), `orderflow_bridge_messages_total{result="signalled"}`); got != float64(len(events)) {
+		t.Errorf("signalled = %v, want %d", got, len(events))
+	}
+	if got := metric(t, b.Addr(), `orderflow_bridge_dedup_lookups_total{result="hit",tier="redis"}`); got != float64(copies*len(events)) {
+		t.Errorf("redis hits = %v, want %d", got, copies*len(events))
+	}
+	for id, n := range before {
+		if got := signalsInHistory(t, e.tc, id); got != n {
+			t.Errorf("%s: %d signals in its history after %d copies of each event, want %d as before", id, got, copies, n)
+		}
+	}
+}
+
+// signalsInHistory counts the signals in the history of the workflow's
+// current run.
+func signalsInHistory(t *testing.T, c client.Client, id string) int {
+	t.Helper()
+	n := 0
+	it := c.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatalf("history of %s: %v", id, err)
+		}
+		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED {
+			n++
+		}
+	}
+	return n
 }

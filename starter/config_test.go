@@ -23,8 +23,38 @@ func TestParseBridgeConfigDefaults(t *testing.T) {
 		cfg.Workflow.GracePeriod != 5*time.Minute || cfg.Workflow.IdleTimeout != 24*time.Hour || cfg.Workflow.MaxEventsPerRun != 0 {
 		t.Fatalf("defaults: %+v", cfg)
 	}
-	if cfg.Topic != "ORDER_EVENTS" || cfg.ConsumerGroup != "orderflow-bridge" {
+	if cfg.Topic != "ORDER_EVENTS" || cfg.ConsumerGroup != "orderflow-bridge" || cfg.RedisURL != "redis://127.0.0.1:6379/0" {
 		t.Fatalf("shared defaults: %+v", cfg.Config)
+	}
+	if want := (dedupConfig{On: true, BloomCapacity: 1_000_000, BloomFPRate: 0.001, RedisTTL: 7 * 24 * time.Hour,
+		RedisTimeout: 100 * time.Millisecond, LedgerTimeout: time.Second}); cfg.Dedup != want {
+		t.Fatalf("duplicate filter defaults: %+v, want %+v", cfg.Dedup, want)
+	}
+}
+
+// The duplicate filter's settings: variables, flags, and an empty REDIS_URL
+// (the variable empty counts as unset; the flag empty turns Redis off).
+func TestParseBridgeConfigDedup(t *testing.T) {
+	e := envOf(map[string]string{"REDIS_URL": "redis://:pw@cache:6380/2", "ORDERFLOW_BRIDGE_DEDUP_REDIS_TTL": "36h",
+		"ORDERFLOW_BRIDGE_DEDUP_BLOOM_FP_RATE": "0.01"})
+	cfg, err := parseBridgeConfig([]string{"-dedup-bloom-capacity", "5000", "-dedup-redis-timeout", "50ms"}, e, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.RedisURL != "redis://:pw@cache:6380/2" || cfg.Dedup.RedisTTL != 36*time.Hour || cfg.Dedup.BloomFPRate != 0.01 ||
+		cfg.Dedup.BloomCapacity != 5000 || cfg.Dedup.RedisTimeout != 50*time.Millisecond || !cfg.Dedup.On {
+		t.Fatalf("config: %+v %+v", cfg.RedisURL, cfg.Dedup)
+	}
+	cfg, err = parseBridgeConfig([]string{"-redis-url=", "-dedup=false"}, e, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.RedisURL != "" || cfg.Dedup.On {
+		t.Fatalf("-redis-url= -dedup=false: Redis %q, filter on %v", cfg.RedisURL, cfg.Dedup.On)
+	}
+	cfg, err = parseBridgeConfig(nil, envOf(map[string]string{"REDIS_URL": "off"}), &bytes.Buffer{})
+	if err != nil || cfg.RedisURL != "" {
+		t.Fatalf("REDIS_URL=off: Redis %q, %v; want none", cfg.RedisURL, err)
 	}
 }
 
@@ -54,11 +84,19 @@ func TestParseBridgeConfigErrors(t *testing.T) {
 		{[]string{"-topic", ""}, nil, []string{"-topic must not be empty"}},
 		{[]string{"publsh"}, nil, []string{`unexpected argument "publsh"`}},
 		{[]string{"-no-such-flag"}, nil, []string{"flag provided but not defined"}},
+		{[]string{"-dedup-bloom-capacity", "0"}, nil, []string{"-dedup-bloom-capacity: 0 is not an integer >= 1"}},
+		{[]string{"-dedup-bloom-fp-rate", "1"}, nil, []string{"-dedup-bloom-fp-rate: 1 is not between 0 and 1"}},
+		{[]string{"-dedup-redis-ttl", "0s", "-dedup-ledger-timeout", "-1s"}, nil, []string{"-dedup-redis-ttl: 0s", "-dedup-ledger-timeout: -1s"}},
+		{nil, map[string]string{"REDIS_URL": "http://:planted-pw@cache:6379"}, []string{"-redis-url: redis URL: redis: invalid URL scheme: http"}},
+		{nil, map[string]string{"REDIS_URL": "redis://:planted-pw@cache:port"}, []string{"-redis-url: redis URL: "}},
 	} {
 		_, err := parseBridgeConfig(c.args, envOf(c.env), &bytes.Buffer{})
 		if err == nil {
 			t.Errorf("parseBridgeConfig(%v, %v) succeeded", c.args, c.env)
 			continue
+		}
+		if strings.Contains(err.Error(), "planted-pw") {
+			t.Errorf("parseBridgeConfig(%v, %v) = %v, shows the password", c.args, c.env, err)
 		}
 		for _, w := range c.want {
 			if !strings.Contains(err.Error(), w) {
@@ -77,7 +115,10 @@ func TestHelpListsEveryFlagWithItsVariable(t *testing.T) {
 	for flag, env := range map[string]string{"metrics-addr": "ORDERFLOW_BRIDGE_METRICS_ADDR", "concurrency": "ORDERFLOW_BRIDGE_CONCURRENCY",
 		"retry-for": "ORDERFLOW_BRIDGE_RETRY_FOR", "workflow-grace-period": "ORDERFLOW_WORKFLOW_GRACE_PERIOD",
 		"rocketmq-namesrv": "ROCKETMQ_NAMESRV", "rocketmq-secret-key": "ROCKETMQ_SECRET_KEY", "temporal-api-key": "TEMPORAL_API_KEY",
-		"consumer-group": "ORDERFLOW_CONSUMER_GROUP", "log-level": "ORDERFLOW_LOG_LEVEL"} {
+		"consumer-group": "ORDERFLOW_CONSUMER_GROUP", "log-level": "ORDERFLOW_LOG_LEVEL", "redis-url": "REDIS_URL",
+		"dedup": "ORDERFLOW_BRIDGE_DEDUP", "dedup-bloom-capacity": "ORDERFLOW_BRIDGE_DEDUP_BLOOM_CAPACITY",
+		"dedup-bloom-fp-rate": "ORDERFLOW_BRIDGE_DEDUP_BLOOM_FP_RATE", "dedup-redis-ttl": "ORDERFLOW_BRIDGE_DEDUP_REDIS_TTL",
+		"dedup-redis-timeout": "ORDERFLOW_BRIDGE_DEDUP_REDIS_TIMEOUT", "dedup-ledger-timeout": "ORDERFLOW_BRIDGE_DEDUP_LEDGER_TIMEOUT"} {
 		if !strings.Contains(out.String(), "-"+flag+"\n") || !strings.Contains(out.String(), env) {
 			t.Errorf("help lacks -%s / %s:\n%s", flag, env, out.String())
 		}
