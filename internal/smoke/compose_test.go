@@ -33,7 +33,7 @@ const (
 // composeServices are the services docker-compose.yml must define.
 var composeServices = []string{
 	"postgres", "temporal", "temporal-setup", "temporal-ui",
-	"rocketmq-namesrv", "rocketmq-broker", "rocketmq-topic", "worker", "starter",
+	"rocketmq-namesrv", "rocketmq-broker", "rocketmq-topic", "redis", "worker", "starter",
 	"rocketmq-ha-namesrv", "rocketmq-ha-broker-0", "rocketmq-ha-broker-1", "rocketmq-ha-topic",
 }
 
@@ -100,6 +100,10 @@ func TestDockerComposeCheckFindsMistakes(t *testing.T) {
 		{"topic", "-t ORDER_EVENTS", "-t ORDERS", "ORDER_EVENTS"},
 		{"search attribute", "--name OrderStatus", "--name Status", "OrderStatus"},
 		{"worker command", `command: ["./worker"]`, `command: ["./bridge"]`, "worker"},
+		{"redis port", "REDIS_URL: redis://redis:6379/0", "REDIS_URL: redis://redis:6380/0", "REDIS_URL"},
+		{"redis host", "REDIS_URL: redis://redis:6379/0", "REDIS_URL: redis://cache:6379/0", "REDIS_URL"},
+		{"redis published port", `"6379:6379"`, `"6380:6379"`, "service redis"},
+		{"bridge without redis", "      REDIS_URL: redis://redis:6379/0\n", "", "REDIS_URL"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -146,6 +150,10 @@ func composeProblems(root string, p *types.Project) []string {
 	if err != nil {
 		return []string{fmt.Sprintf("config's default DATABASE_URL does not parse: %v", err)}
 	}
+	redisDefault, err := url.Parse(def.RedisURL)
+	if err != nil {
+		return []string{fmt.Sprintf("config's default REDIS_URL does not parse: %v", err)}
+	}
 
 	// Published ports: the same as the local stack's.
 	publishes := func(svc, published, target string) {
@@ -163,6 +171,7 @@ func composeProblems(root string, p *types.Project) []string {
 	publishes("rocketmq-broker", portBroker, portBroker)
 	publishes("worker", portWorker, portWorker)
 	publishes("starter", portBridge, portBridge)
+	publishes("redis", redisDefault.Port(), "6379")
 
 	// PostgreSQL creates the role and database of DATABASE_URL.
 	pg := env(p, "postgres")
@@ -221,6 +230,16 @@ func composeProblems(root string, p *types.Project) []string {
 	}
 	if _, ok := p.Services["starter"].DependsOn["rocketmq-topic"]; !ok {
 		bad("service starter: want depends_on rocketmq-topic (the topic must exist before the bridge subscribes)")
+	}
+	// The bridge's duplicate filter uses the redis service (REDIS_URL is
+	// the bridge's alone: the worker does not read it).
+	if v, ok := env(p, "starter")[config.RedisURL.Env]; !ok {
+		bad("service starter: %s not set (want the redis service)", config.RedisURL.Env)
+	} else {
+		checkRedisURL(p, &out, v, redisDefault)
+	}
+	if _, ok := p.Services["starter"].DependsOn["redis"]; !ok {
+		bad("service starter: want depends_on redis")
 	}
 	if got := env(p, "worker")["ORDERFLOW_WORKER_METRICS_ADDR"]; portOf(got) != portWorker {
 		bad("service worker: ORDERFLOW_WORKER_METRICS_ADDR = %q, want port %s", got, portWorker)
@@ -323,6 +342,21 @@ func checkDatabaseURL(out *[]string, svc, v string, def *url.URL) {
 		*out = append(*out, fmt.Sprintf("service %s: DATABASE_URL %q, want the user, password and database of config's default", svc, v))
 	case u.Query().Get("sslmode") != def.Query().Get("sslmode"):
 		*out = append(*out, fmt.Sprintf("service %s: DATABASE_URL %q, want sslmode=%s", svc, v, def.Query().Get("sslmode")))
+	}
+}
+
+// checkRedisURL: the bridge's REDIS_URL names the redis service on the
+// default port and database, without TLS.
+func checkRedisURL(p *types.Project, out *[]string, v string, def *url.URL) {
+	u, err := url.Parse(v)
+	if err != nil {
+		*out = append(*out, fmt.Sprintf("service starter: REDIS_URL does not parse: %v", err))
+		return
+	}
+	if _, ok := p.Services[u.Hostname()]; !ok || u.Hostname() != "redis" || u.Scheme != def.Scheme || u.Port() != def.Port() ||
+		u.Path != def.Path {
+		*out = append(*out, fmt.Sprintf("service starter: REDIS_URL %q, want %s://redis:%s%s (the redis service, config's default port and database)",
+			v, def.Scheme, def.Port(), def.Path))
 	}
 }
 
