@@ -48,7 +48,7 @@ export ORDERFLOW_TEMPORAL_PROFILE := $(TEMPORAL)
 
 .PHONY: up down status deps test test-short lint vet demo bench chaos
 
-## up: start PostgreSQL, Temporal (UI on :8233) and RocketMQ where not running
+## up: start PostgreSQL, Temporal (UI on :8233), RocketMQ and Redis where not running
 up:
 	@scripts/stack.sh up
 
