@@ -149,8 +149,12 @@ func New(o Options) *Filter {
 
 // Check asks the tiers whether e was already durably signalled or recorded
 // with the same content. It never fails: a tier that cannot answer counts
-// as not confirming.
+// as not confirming. With ctx done (the bridge is stopping) it asks
+// nothing and confirms nothing.
 func (f *Filter) Check(ctx context.Context, e fsm.Event) Verdict {
+	if ctx.Err() != nil {
+		return Verdict{}
+	}
 	k, hash := e.Key(), e.ContentHash()
 	maybe := false
 	if f.o.Bloom != nil {
@@ -214,14 +218,17 @@ func (f *Filter) rememberShared(ctx context.Context, k fsm.Key, hash string) {
 	f.cacheAnswered()
 }
 
-func (f *Filter) askCache(ctx context.Context, k fsm.Key, hash string) Verdict {
+func (f *Filter) askCache(parent context.Context, k fsm.Key, hash string) Verdict {
 	if f.cacheUp.cooling(time.Now()) {
 		f.m.lookup(TierRedis, ResultSkipped)
 		return Verdict{}
 	}
-	ctx, cancel := context.WithTimeout(ctx, f.o.CacheTimeout)
+	ctx, cancel := context.WithTimeout(parent, f.o.CacheTimeout)
 	defer cancel()
 	got, found, err := f.o.Cache.Get(ctx, k)
+	if err != nil && parent.Err() != nil {
+		return Verdict{} // the caller gave up, not Redis
+	}
 	if err != nil {
 		f.m.lookup(TierRedis, ResultError)
 		f.m.redisErrors.WithLabelValues(opGet).Inc()

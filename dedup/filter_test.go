@@ -294,3 +294,23 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+// A check with a done context (the bridge stopping) asks no tier and
+// leaves Redis's standing alone.
+func TestCheckWithADoneContext(t *testing.T) {
+	e := event("o-5", 1, 100)
+	cache := newFakeCache()
+	cache.m[e.Key()] = e.ContentHash()
+	f := New(Options{Bloom: NewBloom(10, 0.01), Cache: cache})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if v := f.Check(ctx, e); v != (Verdict{}) {
+		t.Fatalf("Check with a done context = %+v, want no verdict", v)
+	}
+	if gets, _ := cache.counts(); gets != 0 {
+		t.Fatalf("%d Redis lookups with a done context", gets)
+	}
+	if v := f.Check(context.Background(), e); !v.Duplicate {
+		t.Fatalf("Check afterwards = %+v, want Redis's confirmation (no cool-down)", v)
+	}
+}
