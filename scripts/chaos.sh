@@ -7,7 +7,8 @@
 # It runs on a stack of its own, beside the one `make up` starts: data in
 # <data>/chaos, PostgreSQL on 15432, Temporal on 17233 (UI 18233), the name
 # server on 19876 and the broker listening on 127.0.0.1:20911 while it
-# announces 127.0.0.2:20911, where the test keeps a TCP proxy that it can cut.
+# announces 127.0.0.2:20911, where the test keeps a TCP proxy that it can cut,
+# and Redis (the bridges' duplicate filter) on 16379.
 # Killing these services disturbs no other test. Beside it runs the
 # replicated broker profile (ORDERFLOW_ROCKETMQ_PROFILE=ha: the name server
 # with the controller on 29876/29878, brokers on 30911 and 30921) for the
@@ -27,12 +28,14 @@ export ORDERFLOW_TEMPORAL_UI_PORT=18233
 export ORDERFLOW_NAMESRV_PORT=19876
 export ORDERFLOW_BROKER_PORT=20911
 export ORDERFLOW_BROKER_IP=127.0.0.2
+export ORDERFLOW_REDIS_PORT=16379
 
 # What the tests and the processes under test connect to.
 export DATABASE_URL="postgres://orderflow:orderflow@127.0.0.1:$ORDERFLOW_PG_PORT/orderflow?sslmode=disable"
 export TEMPORAL_ADDRESS="127.0.0.1:$ORDERFLOW_TEMPORAL_PORT"
 export ROCKETMQ_NAMESRV="127.0.0.1:$ORDERFLOW_NAMESRV_PORT"
 export ROCKETMQ_BROKER="127.0.0.1:$ORDERFLOW_BROKER_PORT"
+export REDIS_URL="redis://127.0.0.1:$ORDERFLOW_REDIS_PORT/0"
 export ORDERFLOW_CHAOS_BROKER_ANNOUNCED="$ORDERFLOW_BROKER_IP:$ORDERFLOW_BROKER_PORT"
 
 # The replicated profile, for the failover test.
@@ -49,7 +52,7 @@ ha_stack() {
 stop_stack() {
 	if [ "${ORDERFLOW_CHAOS_KEEP:-}" != 1 ]; then
 		ha_stack down rocketmq >/dev/null || true
-		scripts/stack.sh down rocketmq temporal postgres >/dev/null || true
+		scripts/stack.sh down redis rocketmq temporal postgres >/dev/null || true
 	fi
 }
 trap stop_stack EXIT
