@@ -136,12 +136,14 @@ func (r *Redis) Ping(ctx context.Context) error { return r.c.Ping(ctx).Err() }
 // Close closes the connections.
 func (r *Redis) Close() error { return r.c.Close() }
 
-// UseSlog sends go-redis's own log lines (pool and dial trouble) to log at
-// warning level. It is process-wide.
+// UseSlog sends go-redis's own log lines (a failed dial, pool trouble) to
+// log at debug level: the filter reports Redis failing and answering again
+// itself, once each, and counts every failed call; go-redis would repeat a
+// line per failed dial while Redis is away. It is process-wide.
 func UseSlog(log *slog.Logger) { redis.SetLogger(slogPrintf{log}) }
 
 type slogPrintf struct{ log *slog.Logger }
 
 func (l slogPrintf) Printf(ctx context.Context, format string, v ...any) {
-	l.log.WarnContext(ctx, "redis client: "+fmt.Sprintf(format, v...))
+	l.log.DebugContext(ctx, "redis client: "+fmt.Sprintf(format, v...))
 }
