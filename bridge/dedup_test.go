@@ -374,3 +374,33 @@ func TestTwoBridgesShareRedis(t *testing.T) {
 		t.Errorf("without Redis, its own redelivery: %d signals, want %d (the ledger confirms)", got, len(events)+1)
 	}
 }
+
+// A copy acked without a signal still has its sequence number recorded:
+// loss detection counts what the bridge received, not what it signalled.
+func TestDuplicateRecordsItsSequenceNumber(t *testing.T) {
+	w := newLedgerWorld(t)
+	b := w.bridge(t, bridgeOpts{})
+	var mu sync.Mutex
+	var recorded []string
+	b.h.WithRecorder(func(_ context.Context, producer string, seq int64) error {
+		mu.Lock()
+		defer mu.Unlock()
+		recorded = append(recorded, fmt.Sprintf("%s/%d", producer, seq))
+		return nil
+	})
+	e := w.event(0, 1, 100)
+	e.ProducerID, e.Seq = "p-1", 7
+	b.handle(t, e)
+	b.handle(t, e)
+	if got := w.signalCount(); got != 1 {
+		t.Fatalf("%d signals, want 1", got)
+	}
+	if got := b.messages(t, ResultDuplicate); got != 1 {
+		t.Fatalf("duplicates = %v, want 1", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(recorded) != 2 || recorded[0] != "p-1/7" || recorded[1] != "p-1/7" {
+		t.Fatalf("recorded %v, want p-1/7 for the signalled message and for its copy", recorded)
+	}
+}
