@@ -56,7 +56,7 @@ func TestStreamOnRealServices(t *testing.T) {
 	// The OrderStatus search attribute is current (visibility is eventually
 	// consistent).
 	o := sc.Expected.Orders[0]
-	waitFor(t, 20*time.Second, func() error {
+	testenv.WaitFor(t, 20*time.Second, func() error {
 		d, err := c.DescribeWorkflow(context.Background(), api.WorkflowID(o.OrderID), "")
 		if err != nil {
 			return err
@@ -164,7 +164,7 @@ func snapshot(t *testing.T, db *sql.DB, orderID string) orderSnapshot {
 func waitClosed(t *testing.T, c client.Client, orderID, notRunID string) string {
 	t.Helper()
 	var runID string
-	waitFor(t, 60*time.Second, func() error {
+	testenv.WaitFor(t, 60*time.Second, func() error {
 		d, err := c.DescribeWorkflowExecution(context.Background(), api.WorkflowID(orderID), "")
 		if err != nil {
 			return err
@@ -182,17 +182,3 @@ func waitClosed(t *testing.T, c client.Client, orderID, notRunID string) string 
 	return runID
 }
 
-func waitFor(t *testing.T, limit time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up after %v: %v", limit, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}

@@ -238,7 +238,7 @@ func TestRecordHistories(t *testing.T) {
 		t.Fatal(err)
 	}
 	var fresh string
-	waitFor(t, 60*time.Second, func() error {
+	testenv.WaitFor(t, 60*time.Second, func() error {
 		runs := closedChainNoWait(c, late)
 		if len(runs) == 0 || runs[len(runs)-1] == firstRuns[len(firstRuns)-1] {
 			return fmt.Errorf("no fresh run closed yet")
@@ -254,7 +254,7 @@ func TestRecordHistories(t *testing.T) {
 func closedChain(t *testing.T, c client.Client, orderID string) []string {
 	t.Helper()
 	var runs []string
-	waitFor(t, 60*time.Second, func() error {
+	testenv.WaitFor(t, 60*time.Second, func() error {
 		runs = closedChainNoWait(c, orderID)
 		if runs == nil {
 			return fmt.Errorf("workflow of %s not completed yet", orderID)

@@ -90,7 +90,7 @@ func (p *pipeline) deliver(events ...fsm.Event) {
 // and the dead letters hold parked ones.
 func (p *pipeline) waitRecorded(id string, n, parked int) {
 	p.t.Helper()
-	waitUntil(p.t, 60*time.Second, func() error {
+	testenv.WaitFor(p.t, 60*time.Second, func() error {
 		h, err := p.s.OrderHistory(context.Background(), id)
 		if err != nil {
 			return err
@@ -100,21 +100,6 @@ func (p *pipeline) waitRecorded(id string, n, parked int) {
 		}
 		return nil
 	})
-}
-
-func waitUntil(t *testing.T, limit time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up after %v: %v", limit, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
 
 func containsString(list []string, s string) bool {

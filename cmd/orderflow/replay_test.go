@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/orderflow/orderflow/fsm"
+	"github.com/orderflow/orderflow/internal/testenv"
 	"github.com/orderflow/orderflow/internal/uniq"
 	"github.com/orderflow/orderflow/message"
 )
@@ -169,7 +170,7 @@ func TestDLQReplay(t *testing.T) {
 	if ha.Order.Status != fsm.Paid || ha.Order.Version != 2 || !hd.Found || hd.Order.Status != fsm.Created {
 		t.Errorf("after the replay: a %+v, d %+v", ha.Order, hd.Order)
 	}
-	waitUntil(t, 30*time.Second, func() error {
+	testenv.WaitFor(t, 30*time.Second, func() error {
 		if h, _ := p.s.OrderHistory(ctx, a); len(h.Ledger) != 1 || h.Ledger[0].Points != 7 {
 			return fmt.Errorf("ledger of %s: %+v", a, h.Ledger)
 		}

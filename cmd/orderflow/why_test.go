@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/orderflow/orderflow/fsm"
+	"github.com/orderflow/orderflow/internal/testenv"
 	"github.com/orderflow/orderflow/internal/uniq"
 )
 
@@ -83,7 +84,7 @@ func TestWhy(t *testing.T) {
 	}
 
 	// The completed order's workflow closes; why reads its final state.
-	waitUntil(t, 60*time.Second, func() error {
+	testenv.WaitFor(t, 60*time.Second, func() error {
 		code, out, errOut = runCmd(args(done)...)
 		if code != 0 || !strings.Contains(out, "latest run: completed (grace-period)") {
 			return errorf("why %s: exit %d\n%s%s", done, code, out, errOut)
