@@ -21,7 +21,12 @@
 //     p50/p95/p99 latency from a business key's publish to its
 //     order_events row;
 //   - scaling: smaller e2e drains over bridge concurrency and worker
-//     processes.
+//     processes;
+//   - flush: the broker's flush cost, on two temporary RocketMQ name
+//     servers and brokers started beside the stack's, one with
+//     ASYNC_FLUSH and one with SYNC_FLUSH: the producer's send rate and
+//     latency with one sender and with several, and the e2e backlog drain,
+//     on each (-flush=false skips it).
 //
 // Every run ends with the invariants checked (check.WaitSettled). It draws
 // throughput and p99 against the offered rate as a PNG and ends with the
@@ -84,6 +89,7 @@ type options struct {
 	chart, logDir                       string
 	workerArgs, bridgeArgs              string
 	skipScaling, skipDup, profile       bool
+	flush                               flushPlan
 }
 
 func main() {
@@ -151,6 +157,13 @@ func parse(args []string) (config.Config, tuning, options, error) {
 	fs.String(&scaleConc, "8,32,64", bs("scale-concurrency", "bridge concurrencies of the scaling table"))
 	fs.String(&scaleW, "1,2", bs("scale-workers", "worker process counts of the scaling table"))
 	fs.Bool(&o.skipScaling, false, bs("skip-scaling", "skip the scaling table"))
+	var asyncPorts, syncPorts string
+	fs.Bool(&o.flush.Enabled, true, bs("flush", "measure the broker's flush cost (ASYNC_FLUSH against SYNC_FLUSH) on two temporary brokers"))
+	fs.Int(&o.flush.Messages, 5000, bs("flush-messages", "messages of each send measurement of the flush step, per broker"))
+	fs.Int(&o.flush.Senders, 8, bs("flush-senders", "concurrent senders of the flush step's second send measurement"))
+	fs.Int(&o.flush.Orders, 0, bs("flush-orders", "orders of the flush step's e2e backlog drain on each broker (0: -orders)"))
+	fs.String(&asyncPorts, "39876,40911", bs("flush-async-ports", "name server and broker ports of the flush step's ASYNC_FLUSH broker"))
+	fs.String(&syncPorts, "39886,40921", bs("flush-sync-ports", "name server and broker ports of the flush step's SYNC_FLUSH broker"))
 	fs.Bool(&o.profile, true, bs("profile", "capture 15s CPU profiles of the e2e run's worker and bridge and their SDK metrics into the log directory"))
 	var seed int
 	fs.Int(&seed, 42, bs("seed", "scenario seed"))
@@ -176,6 +189,15 @@ func parse(args []string) (config.Config, tuning, options, error) {
 	if o.scaleWorkers, err = intList(scaleW); err != nil {
 		return cfg, t, o, fmt.Errorf("-scale-workers: %w", err)
 	}
+	if o.flush.AsyncPorts, err = intList(asyncPorts); err != nil {
+		return cfg, t, o, fmt.Errorf("-flush-async-ports: %w", err)
+	}
+	if o.flush.SyncPorts, err = intList(syncPorts); err != nil {
+		return cfg, t, o, fmt.Errorf("-flush-sync-ports: %w", err)
+	}
+	if err := o.flush.checkPorts(); err != nil {
+		return cfg, t, o, err
+	}
 	if o.open.Fractions, err = fractionList(fractions); err != nil {
 		return cfg, t, o, fmt.Errorf("-open-rates: %w", err)
 	}
@@ -190,13 +212,19 @@ func parse(args []string) (config.Config, tuning, options, error) {
 	}
 	for name, v := range map[string]int{"orders": o.orders, "concurrency": o.concurrency, "workers": o.workers,
 		"batch-size": o.batch, "ceiling-workflows": o.ceilingN, "ceiling-concurrency": o.ceilingConc,
-		"scale-orders": o.scaleOrders} {
+		"scale-orders": o.scaleOrders, "flush-senders": o.flush.Senders} {
 		if v < 1 {
 			return cfg, t, o, fmt.Errorf("-%s must be >= 1, got %d", name, v)
 		}
 	}
 	if o.hotEvents != 0 && o.hotEvents < 5 {
 		return cfg, t, o, fmt.Errorf("-hot-events must be 0 or >= 5, got %d", o.hotEvents)
+	}
+	if o.flush.Messages < 10 {
+		return cfg, t, o, fmt.Errorf("-flush-messages must be >= 10, got %d", o.flush.Messages)
+	}
+	if o.flush.Orders < 0 {
+		return cfg, t, o, fmt.Errorf("-flush-orders must be >= 0, got %d", o.flush.Orders)
 	}
 	if o.hotMaxEvents < 0 {
 		return cfg, t, o, fmt.Errorf("-hot-max-events must be >= 0, got %d", o.hotMaxEvents)
@@ -221,6 +249,8 @@ type results struct {
 	Steady    cellResult   `json:"steady"`
 	Scaling   []cellResult `json:"scaling,omitempty"`
 	SteadyP99 float64      `json:"steady_p99_ms"`
+	// Flush is the broker's flush cost (absent with -flush=false).
+	Flush *flushResult `json:"flush,omitempty"`
 }
 
 type ceilingJSON struct {
@@ -273,6 +303,13 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "orderflow bench: logs in %s\n", b.logDir)
+	var flushBrokers [2]*flushBroker
+	if o.flush.Enabled {
+		// Before the long phases: the flush step's ports must be free.
+		if flushBrokers, err = prepareFlush(ctx, o.flush, b.logDir); err != nil {
+			return fmt.Errorf("flush: %w", err)
+		}
+	}
 	fmt.Fprintf(out, "building worker and bridge ...\n")
 	if b.workerBin, b.bridgeBin, err = buildBinaries(ctx, b.logDir); err != nil {
 		return err
@@ -414,6 +451,13 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 				fmt.Fprintf(out, " %.1f |", r.Rate)
 			}
 			fmt.Fprintln(out)
+		}
+	}
+
+	// 8. The broker's flush cost.
+	if o.flush.Enabled {
+		if res.Flush, err = b.runFlush(ctx, o.flush, o, flushBrokers, out); err != nil {
+			return fmt.Errorf("flush: %w", err)
 		}
 	}
 
