@@ -32,7 +32,7 @@ func TestParseFlushFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := o.flush
-	if !f.Enabled || f.Messages != 5000 || f.Senders != 8 || f.Orders != 0 ||
+	if !f.Enabled || f.Messages != 5000 || f.Senders != 8 || f.Orders != 300 ||
 		f.AsyncPorts[0] != 39876 || f.AsyncPorts[1] != 40911 || f.SyncPorts[0] != 39886 || f.SyncPorts[1] != 40921 {
 		t.Errorf("flush defaults %+v", f)
 	}
