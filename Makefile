@@ -113,6 +113,7 @@ deploy-check:
 
 ## bench: start the stack, then measure orderflow and the direct-consumer
 ## baseline draining a backlog, duplicates, a hot order, open-loop latency,
-## the Temporal ceiling and the scaling table (BENCHMARKS.md)
+## the Temporal ceiling, the scaling table and the broker's flush cost
+## (ASYNC_FLUSH against SYNC_FLUSH on two temporary brokers; BENCHMARKS.md)
 bench: up
 	$(GO) run ./bench $(BENCH_FLAGS)
