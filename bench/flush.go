@@ -431,8 +431,12 @@ func (b *bench) measureFlush(ctx context.Context, plan flushPlan, o options, fbs
 		wg.Add(1)
 		go func() { defer wg.Done(); errs[i] = f.up(ctx) }()
 	}
+	// The admin tool runs with the async broker's environment (it needs
+	// one), logging apart.
+	chk := *fbs[0]
+	chk.logPath = filepath.Join(filepath.Dir(chk.logPath), "flush-stack-broker-config.log")
 	wg.Add(1)
-	go func() { defer wg.Done(); stack, errs[2] = brokerFlushType(ctx, fbs[0], b.broker) }()
+	go func() { defer wg.Done(); stack, errs[2] = brokerFlushType(ctx, &chk, b.broker) }()
 	wg.Wait()
 	if err := errors.Join(errs[0], errs[1]); err != nil {
 		return nil, err
