@@ -181,4 +181,3 @@ func waitClosed(t *testing.T, c client.Client, orderID, notRunID string) string 
 	})
 	return runID
 }
-
