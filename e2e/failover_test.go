@@ -208,7 +208,7 @@ func TestBrokerFailover(t *testing.T) {
 
 	// Kill the master a third of the way in.
 	sleepCtx(ctx, publishFor/3)
-	pid, err := (&faultStack{data: ha.data}).pidOf(ha.pidFile(master))
+	pid, err := readPid(ha.pidFile(master))
 	if err != nil {
 		t.Fatal(err)
 	}

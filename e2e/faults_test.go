@@ -83,11 +83,11 @@ func (s *faultStack) pid(svc string) (int, error) {
 		"namesrv":  filepath.Join(s.data, "rocketmq", "namesrv.pid"),
 		"postgres": filepath.Join(s.data, "postgres", "postmaster.pid"),
 	}
-	return s.pidOf(files[svc])
+	return readPid(files[svc])
 }
 
-// pidOf reads a process ID from the first line of a pid file.
-func (s *faultStack) pidOf(file string) (int, error) {
+// readPid reads a process ID from the first line of a pid file.
+func readPid(file string) (int, error) {
 	b, err := os.ReadFile(file)
 	if err != nil {
 		return 0, fmt.Errorf("pid file: %w", err)
