@@ -48,3 +48,32 @@ func Deliver(ctx context.Context, c client.Client, taskQueue string, params Para
 	}
 	return nil
 }
+
+// DeliverBatch hands several events of one order to its workflow in one
+// SignalWithStart, to be handled in the order given: one order-events
+// signal (Batch), or an order-event signal when there is only one. Every
+// delivery must be an event of orderID. When DeliverBatch returns nil all
+// of them are in the workflow's history.
+func DeliverBatch(ctx context.Context, c client.Client, taskQueue string, params Params, orderID string, ds []Delivery) error {
+	switch {
+	case len(ds) == 0:
+		return nil
+	case len(ds) == 1:
+		return Deliver(ctx, c, taskQueue, params, ds[0].Event, ds[0].Source)
+	case taskQueue == "":
+		return fmt.Errorf("%w: %d events of order %s: empty task queue", ErrDeliver, len(ds), orderID)
+	}
+	for _, d := range ds {
+		if d.OrderID != orderID {
+			return fmt.Errorf("%w: batch of order %s holds %s", ErrDeliver, orderID, d.Key())
+		}
+	}
+	id := api.WorkflowID(orderID)
+	_, err := c.SignalWithStartWorkflow(ctx, id, api.SignalEvents, Batch{Deliveries: ds},
+		StartOptions(taskQueue, orderID), api.WorkflowType, Input{Params: params})
+	if err != nil {
+		return fmt.Errorf("%w: %d events of order %s (%s … %s) to %s: %w", ErrDeliver, len(ds), orderID,
+			ds[0].Key(), ds[len(ds)-1].Key(), id, err)
+	}
+	return nil
+}

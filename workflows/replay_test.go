@@ -35,7 +35,8 @@ import (
 //	ORDERFLOW_RECORD_HISTORIES=1 go test ./workflows -run TestRecordHistories -count=1
 //
 // which runs every scenario on the real Temporal server and PostgreSQL and
-// overwrites the files. Histories of earlier workflow versions are kept
+// overwrites the files (ORDERFLOW_RECORD_HISTORIES=batched,in-order: only
+// those scenarios). Histories of earlier workflow versions are kept
 // under a version prefix and replay too: testdata/v0-* (regular activities,
 // before workflow.GetVersion("local-db-activities")), testdata/v1-* (version
 // 1: local activities, one status upsert per event), testdata/v2-* (version
@@ -44,12 +45,14 @@ import (
 // the source message; recorded before the steps carried summaries). The
 // unprefixed files are version 3 with a summary on every database step
 // (user metadata, which replay does not compare: the v3-* files replay
-// against the same code).
+// against the same code). batched*.json have order-events signals, which
+// need no new version: the workflow handles a batch's events exactly as
+// separate signals, with the same commands.
 const recordEnv = "ORDERFLOW_RECORD_HISTORIES"
 
 // replayScenarios are the scenarios that must have at least one recorded
 // history each.
-var replayScenarios = []string{"in-order", "reordered-duplicates", "cancel-after-pay", "continue-as-new", "late-event-fresh-run"}
+var replayScenarios = []string{"in-order", "reordered-duplicates", "cancel-after-pay", "continue-as-new", "late-event-fresh-run", "batched"}
 
 // TestReplayRecordedHistories replays every recorded history against the
 // current OrderWorkflow: a change that breaks determinism fails here.
@@ -169,8 +172,12 @@ func source(e fsm.Event) *message.Envelope {
 // writes its histories to testdata/. It only runs when
 // ORDERFLOW_RECORD_HISTORIES=1.
 func TestRecordHistories(t *testing.T) {
-	if os.Getenv(recordEnv) != "1" {
+	only := os.Getenv(recordEnv)
+	if only == "" {
 		t.Skipf("set %s=1 to record histories", recordEnv)
+	}
+	wanted := func(name string) bool {
+		return only == "1" || slices.Contains(strings.Split(only, ","), name)
 	}
 	c := testenv.RequireTemporal(t)
 	db, _ := testenv.NewDatabase(t)
@@ -181,16 +188,30 @@ func TestRecordHistories(t *testing.T) {
 
 	type step struct {
 		events []fsm.Event
+		batch  bool          // all events in one order-events signal
 		pause  time.Duration // before the next step
 	}
 	record := func(name string, p workflows.Params, steps ...step) {
+		if !wanted(name) {
+			return
+		}
 		orderID := uniq.Name("rec-" + name)
 		for _, s := range steps {
+			var batch []workflows.Delivery
 			for _, e := range s.events {
 				e.OrderID = orderID
 				e.EventID = fmt.Sprintf("%s-v%d", orderID, e.Version)
+				if s.batch {
+					batch = append(batch, workflows.Delivery{Event: e, Source: source(e)})
+					continue
+				}
 				if err := workflows.Deliver(ctx, c, tq, p, e, source(e)); err != nil {
 					t.Fatalf("%s: deliver: %v", name, err)
+				}
+			}
+			if len(batch) > 0 {
+				if err := workflows.DeliverBatch(ctx, c, tq, p, orderID, batch); err != nil {
+					t.Fatalf("%s: deliver batch: %v", name, err)
 				}
 			}
 			time.Sleep(s.pause)
@@ -221,6 +242,13 @@ func TestRecordHistories(t *testing.T) {
 	// among them), the third completes after the grace period.
 	record("continue-as-new", cont, step{events: lc[:3], pause: time.Second},
 		step{events: []fsm.Event{lc[3], lc[1], lc[4]}})
+	// Batches: v3, v1, v3 again and v2 in one signal, then v5 in a signal
+	// of its own and v4 and v5 again in one more batch.
+	record("batched", quick, step{events: []fsm.Event{lc[2], lc[0], lc[2], lc[1]}, batch: true},
+		step{events: []fsm.Event{lc[4]}}, step{events: []fsm.Event{lc[3], lc[4]}, batch: true})
+	if !wanted("late-event-fresh-run") {
+		return
+	}
 	// The first run closes after its grace period; the late v2 starts a
 	// fresh run that rehydrates and finds it stale. Only the fresh run is
 	// kept (the first is the in-order case again).

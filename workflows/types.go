@@ -58,6 +58,14 @@ type Delivery struct {
 	Source *message.Envelope `json:"source,omitempty"`
 }
 
+// Batch is the payload of the order-events signal: several deliveries of
+// one order's events, in the order the bridge received them, which the
+// workflow handles one after the other as if each had come in a signal of
+// its own.
+type Batch struct {
+	Deliveries []Delivery `json:"deliveries"`
+}
+
 // Input is OrderWorkflow's argument.
 type Input struct {
 	Params Params `json:"params"`

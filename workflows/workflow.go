@@ -78,7 +78,8 @@ func Register(r worker.WorkflowRegistry) {
 }
 
 // OrderWorkflow is the durable serializer of one order's events. It handles
-// the order-event signals one at a time in arrival order: a business key it
+// the events of its order-event and order-events signals one at a time, in
+// arrival order (a batch's events in the batch's order): a business key it
 // has already recorded with the same content is a duplicate and skipped;
 // every other event is decided with fsm from the workflow's own state and
 // then applied by the ApplyEvent activity, whose decision (taken inside the
@@ -142,7 +143,51 @@ func OrderWorkflow(ctx workflow.Context, in Input) (Result, error) {
 		return Result{}, err
 	}
 	r.showDetails("")
-	return r.loop(workflow.GetSignalChannel(ctx, api.SignalEvent))
+	return r.loop(inbox{one: workflow.GetSignalChannel(ctx, api.SignalEvent),
+		many: workflow.GetSignalChannel(ctx, api.SignalEvents)})
+}
+
+// inbox is the run's two signal channels: one event per signal
+// (api.SignalEvent) and several events of the order per signal
+// (api.SignalEvents). The workflow handles the events of a batch one after
+// the other, exactly as if each had come in a signal of its own, so the
+// commands of a run do not depend on how the bridge grouped its events.
+type inbox struct {
+	one, many workflow.ReceiveChannel
+}
+
+// Len is the number of signals pending on both channels.
+func (in inbox) Len() int { return in.one.Len() + in.many.Len() }
+
+// addTo adds both channels to sel; a received signal's deliveries go to
+// *got, in order. A corrupt payload is dropped (ReceiveAsync skips it).
+func (in inbox) addTo(sel workflow.Selector, got *[]Delivery) {
+	sel.AddReceive(in.one, func(c workflow.ReceiveChannel, _ bool) {
+		var d Delivery
+		if c.ReceiveAsync(&d) {
+			*got = []Delivery{d}
+		}
+	})
+	sel.AddReceive(in.many, func(c workflow.ReceiveChannel, _ bool) {
+		var b Batch
+		if c.ReceiveAsync(&b) {
+			*got = b.Deliveries
+		}
+	})
+}
+
+// receiveAsync returns the deliveries of one pending signal, the single
+// events' channel first, and false when none is pending.
+func (in inbox) receiveAsync() ([]Delivery, bool) {
+	var d Delivery
+	if in.one.ReceiveAsync(&d) {
+		return []Delivery{d}, true
+	}
+	var b Batch
+	if in.many.ReceiveAsync(&b) {
+		return b.Deliveries, true
+	}
+	return nil, false
 }
 
 // run is one run of OrderWorkflow.
@@ -245,7 +290,7 @@ func (r *run) deadline() (time.Time, string) {
 	return r.state.LastEventAt.Add(r.params.IdleTimeout), ReasonIdleTimeout
 }
 
-func (r *run) loop(ch workflow.ReceiveChannel) (Result, error) {
+func (r *run) loop(ch inbox) (Result, error) {
 	ctx := r.root
 	var (
 		timer       workflow.Future
@@ -284,22 +329,19 @@ func (r *run) loop(ch workflow.ReceiveChannel) (Result, error) {
 		}
 
 		var (
-			event    Delivery
-			got      bool
+			events   []Delivery
 			timedOut bool
 		)
 		sel := workflow.NewSelector(ctx)
-		sel.AddReceive(ch, func(c workflow.ReceiveChannel, _ bool) {
-			// ReceiveAsync drops a corrupt payload instead of blocking.
-			got = c.ReceiveAsync(&event)
-		})
+		ch.addTo(sel, &events)
 		sel.AddFuture(timer, func(workflow.Future) { timedOut = true })
 		sel.Select(ctx)
 
 		if timedOut {
 			timer, cancelTimer = nil, nil
 		}
-		if got {
+		got := len(events) > 0
+		for _, event := range events {
 			if err := r.handle(event); err != nil {
 				return Result{}, err
 			}
@@ -321,7 +363,7 @@ func (r *run) loop(ch workflow.ReceiveChannel) (Result, error) {
 
 // cancelled handles the signals already delivered, then ends the run as
 // cancelled (an operator asked for it).
-func (r *run) cancelled(ch workflow.ReceiveChannel) error {
+func (r *run) cancelled(ch inbox) error {
 	n, err := r.drain(ch)
 	if err != nil {
 		return err
@@ -338,26 +380,28 @@ func (r *run) shouldContinueAsNew() bool {
 	return workflow.GetInfo(r.ctx).GetContinueAsNewSuggested()
 }
 
-// drain handles every signal already pending on the channel, in order, and
-// returns how many it handled. The status is up to date when it returns.
-func (r *run) drain(ch workflow.ReceiveChannel) (int, error) {
+// drain handles every signal already pending, in order, and returns how
+// many events it handled. The status is up to date when it returns.
+func (r *run) drain(ch inbox) (int, error) {
 	n := 0
 	for {
-		var e Delivery
-		if !ch.ReceiveAsync(&e) {
+		events, ok := ch.receiveAsync()
+		if !ok {
 			if r.coalesce {
 				return n, r.upsertStatus()
 			}
 			return n, nil
 		}
-		n++
-		if err := r.handle(e); err != nil {
-			return n, err
+		for _, e := range events {
+			n++
+			if err := r.handle(e); err != nil {
+				return n, err
+			}
 		}
 	}
 }
 
-func (r *run) continueAsNew(ch workflow.ReceiveChannel) error {
+func (r *run) continueAsNew(ch inbox) error {
 	if _, err := r.drain(ch); err != nil {
 		return err
 	}

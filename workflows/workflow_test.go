@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -561,5 +562,64 @@ func TestCancelHandlesDeliveredSignalsFirst(t *testing.T) {
 	}
 	if len(h.db.applies) != 2 || len(h.db.awards) != 1 {
 		t.Errorf("applies %v awards %v: delivered signals were not handled before the cancellation", h.db.applies, h.db.awards)
+	}
+}
+
+// sendBatch delivers events in one order-events signal at the given time.
+func (h *harness) sendBatch(at time.Duration, events ...fsm.Event) {
+	h.env.RegisterDelayedCallback(func() {
+		b := Batch{}
+		for _, e := range events {
+			b.Deliveries = append(b.Deliveries, Delivery{Event: e})
+		}
+		h.env.SignalWorkflow(api.SignalEvents, b)
+	}, at)
+}
+
+// TestBatchIsHandledLikeSeparateSignals: the reordered, duplicated stream of
+// TestReorderedWithDuplicates, delivered as two order-events batches and a
+// single signal, ends the same way and reaches the database in the same
+// order as seven separate signals would.
+func TestBatchIsHandledLikeSeparateSignals(t *testing.T) {
+	h := newHarness(t, "B-1")
+	e := lifecycle("B-1", 5000)
+	h.sendBatch(0, e[2], e[0], e[2])
+	h.send(time.Millisecond, e[1])
+	h.sendBatch(2*time.Millisecond, e[4], e[3], e[4])
+	r := h.run(Input{Params: params()})
+	s := r.State
+	if s.Order.Status != fsm.Completed || s.Order.Version != 5 {
+		t.Fatalf("final %s v%d", s.Order.Status, s.Order.Version)
+	}
+	want := map[fsm.Outcome]int64{fsm.Applied: 2, fsm.Stale: 3, fsm.Duplicate: 2}
+	for o, n := range want {
+		if s.Count(o) != n {
+			t.Errorf("count %s = %d, want %d (counts %v)", o, s.Count(o), n, s.Counts)
+		}
+	}
+	if s.Gaps != 2 || s.Points != 50 || s.Processed != 7 {
+		t.Errorf("gaps %d points %d processed %d", s.Gaps, s.Points, s.Processed)
+	}
+	// In the order sent: v3, v1, v2, v5, v4 (the two duplicates skipped).
+	if want := []string{"B-1@3", "B-1@1", "B-1@2", "B-1@5", "B-1@4"}; !slices.Equal(h.db.applies, want) {
+		t.Errorf("applied in order %v, want %v", h.db.applies, want)
+	}
+}
+
+// TestContinueAsNewAfterABatch: a run that reaches MaxEventsPerRun in the
+// middle of a batch handles the whole batch, and what else is pending,
+// before it continues as new.
+func TestContinueAsNewAfterABatch(t *testing.T) {
+	h := newHarness(t, "NB-1")
+	e := lifecycle("NB-1", 300)
+	p := params()
+	p.MaxEventsPerRun = 2
+	h.sendBatch(time.Second, e[0], e[1], e[2])
+	h.send(time.Second, e[3])
+	h.env.ExecuteWorkflow(api.WorkflowType, Input{Params: p})
+	in := continuedInput(t, h.env.GetWorkflowError())
+	c := in.Carry
+	if c.Processed != 4 || c.Count(fsm.Applied) != 4 || c.Order.Status != fsm.Delivered || c.Order.Version != 4 {
+		t.Errorf("carried processed %d counts %v status %s v%d", c.Processed, c.Counts, c.Order.Status, c.Order.Version)
 	}
 }

@@ -17,8 +17,13 @@ const (
 	// DefaultTaskQueue is the task queue of OrderWorkflow and its
 	// activities unless configured otherwise (ORDERFLOW_TASK_QUEUE).
 	DefaultTaskQueue = "orderflow"
-	// SignalEvent delivers order events to an order's workflow.
+	// SignalEvent delivers one order event to an order's workflow
+	// (workflows.Delivery).
 	SignalEvent = "order-event"
+	// SignalEvents delivers several events of one order at once, in the
+	// order the workflow is to handle them (workflows.Batch): the bridge
+	// sends it when it holds more than one event of the order.
+	SignalEvents = "order-events"
 	// QueryState returns the workflow's state (workflows.State).
 	QueryState = "state"
 	// QueryMetadata is Temporal's built-in query of a workflow's user
