@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/apache/rocketmq-client-go/v2/primitive"
@@ -58,12 +59,14 @@ var DefaultRetry = RetryPolicy{For: 15 * time.Second, Attempt: 10 * time.Second,
 type Handler struct {
 	log     *slog.Logger
 	deliver DeliverFunc
-	park    ParkFunc
-	record  RecordFunc    // nil: sequence numbers are not recorded
-	dedup   *dedup.Filter // nil: every valid event is signalled
-	metrics *Metrics
-	retry   RetryPolicy
-	now     func() time.Time
+	// deliverMany, when set, delivers several events of one order at once.
+	deliverMany DeliverManyFunc
+	park        ParkFunc
+	record      RecordFunc    // nil: sequence numbers are not recorded
+	dedup       *dedup.Filter // nil: every valid event is signalled
+	metrics     *Metrics
+	retry       RetryPolicy
+	now         func() time.Time
 }
 
 // NewHandler returns a Handler that delivers valid events with deliver,
@@ -83,22 +86,131 @@ func (h *Handler) WithDedup(f *dedup.Filter) *Handler {
 	return h
 }
 
-// Handle is the mq.Handler of the bridge.
+// Handle is the mq.Handler of the bridge: HandleBatch of one message.
 func (h *Handler) Handle(ctx context.Context, m *primitive.MessageExt) error {
-	start := h.now()
-	result, err := h.process(ctx, m)
-	if err != nil {
-		result = ResultRetry
+	return h.HandleBatch(ctx, []*primitive.MessageExt{m})
+}
+
+// Item is one valid event to deliver and the message that carried it.
+type Item struct {
+	Event  fsm.Event
+	Source message.Envelope
+}
+
+// DeliverManyFunc hands several valid events of one order to its workflow
+// at once, to be handled in the order given, and returns once Temporal has
+// accepted all of them.
+type DeliverManyFunc func(ctx context.Context, orderID string, items []Item) error
+
+// WithDeliverMany makes h deliver the events of one order that arrive in one
+// batch of messages with a single call of f (one signal) instead of one
+// call of the DeliverFunc per event. Call it before h handles messages. It
+// returns h.
+func (h *Handler) WithDeliverMany(f DeliverManyFunc) *Handler {
+	h.deliverMany = f
+	return h
+}
+
+// pending is a message of a batch on its way to its effect.
+type pending struct {
+	m      *primitive.MessageExt
+	log    *slog.Logger
+	start  time.Time
+	item   Item
+	result string // set once the message's effect is durable
+	err    error
+}
+
+// HandleBatch is the mq.BatchHandler of the bridge. It parks the invalid
+// messages of msgs and drops the confirmed duplicates one by one, then
+// delivers the valid events: those of one order together, in the batch's
+// order (with the DeliverManyFunc, one signal per order), different orders
+// at once. It returns nil (ack the batch) only when every message's effect
+// is durable; otherwise the broker delivers the whole batch again, which
+// the effects' idempotence makes harmless.
+func (h *Handler) HandleBatch(ctx context.Context, msgs []*primitive.MessageExt) error {
+	ps := make([]*pending, len(msgs))
+	var orders []string
+	byOrder := map[string][]*pending{}
+	var firstErr error
+	for i, m := range msgs {
+		p := &pending{m: m, start: h.now()}
+		ps[i] = p
+		if firstErr != nil {
+			p.err = firstErr
+			continue
+		}
+		deliver, err := h.prepare(ctx, p)
+		if err != nil {
+			p.err, firstErr = err, err
+			continue
+		}
+		if deliver {
+			id := p.item.Event.OrderID
+			if _, ok := byOrder[id]; !ok {
+				orders = append(orders, id)
+			}
+			byOrder[id] = append(byOrder[id], p)
+		}
 	}
-	h.metrics.messages.WithLabelValues(result).Inc()
-	h.metrics.handleSeconds.WithLabelValues(result).Observe(h.now().Sub(start).Seconds())
-	if err == nil && m.StoreTimestamp > 0 {
-		h.metrics.storeLatency.Observe(h.now().Sub(time.UnixMilli(m.StoreTimestamp)).Seconds())
+	if firstErr == nil && len(orders) > 0 {
+		if len(orders) == 1 {
+			h.deliverOrder(ctx, byOrder[orders[0]])
+		} else {
+			var wg sync.WaitGroup
+			for _, id := range orders {
+				wg.Go(func() {
+					ps := byOrder[id]
+					defer func() {
+						// A bug must neither acknowledge a message nor end
+						// the process (the consumer recovers the callback's
+						// own goroutine, not this one).
+						if r := recover(); r != nil {
+							for _, p := range ps {
+								p.result, p.err = "", fmt.Errorf("delivering the events of order %s panicked: %v", id, r)
+							}
+						}
+					}()
+					h.deliverOrder(ctx, ps)
+				})
+			}
+			wg.Wait()
+		}
+	}
+	var err error
+	for _, p := range ps {
+		result := p.result
+		if p.err != nil || result == "" {
+			result = ResultRetry
+			if err == nil {
+				err = p.err
+			}
+		}
+		h.metrics.messages.WithLabelValues(result).Inc()
+		h.metrics.handleSeconds.WithLabelValues(result).Observe(h.now().Sub(p.start).Seconds())
+		if result != ResultRetry && p.m.StoreTimestamp > 0 {
+			h.metrics.storeLatency.Observe(h.now().Sub(time.UnixMilli(p.m.StoreTimestamp)).Seconds())
+		}
+	}
+	if err == nil && firstErr != nil {
+		err = firstErr
+	}
+	if err == nil {
+		for _, p := range ps {
+			if p.result == "" {
+				err = fmt.Errorf("message %s: not handled", p.m.MsgId)
+				break
+			}
+		}
 	}
 	return err
 }
 
-func (h *Handler) process(ctx context.Context, m *primitive.MessageExt) (string, error) {
+// prepare decides what becomes of p's message: an invalid one is parked
+// and a confirmed duplicate acked (p.result is set), a valid event is to be
+// delivered (true, with p.item set).
+func (h *Handler) prepare(ctx context.Context, p *pending) (bool, error) {
+	m := p.m
 	log := h.log.With("msg_id", m.MsgId, "topic", m.Topic, "keys", m.GetKeys(), "tag", m.GetTags(),
 		"reconsume_times", m.ReconsumeTimes)
 	env := envelope(m)
@@ -107,22 +219,24 @@ func (h *Handler) process(ctx context.Context, m *primitive.MessageExt) (string,
 		err := h.attempt(ctx, log, targetPostgres, func(ctx context.Context) error { return h.park(ctx, r.DeadLetter) })
 		if err != nil {
 			log.Error("cannot park invalid message; the broker will deliver it again", "reason", r.Rejection.Reason, "err", err)
-			return "", err
+			return false, err
 		}
 		h.metrics.rejections.WithLabelValues(r.Rejection.Kind).Inc()
 		log.Warn("invalid message parked in dead_letters", "reason", r.Rejection.Reason, "body_bytes", len(m.Body))
 		if !env.InflateRefused {
 			if pid, seq := sequenceOf(env.Body); pid != "" {
 				if err := h.recordSeq(ctx, log, pid, seq); err != nil {
-					return "", err
+					return false, err
 				}
 			}
 		}
-		return ResultParked, nil
+		p.result = ResultParked
+		return false, nil
 	}
 
 	e := r.Event
 	log = log.With("order_id", e.OrderID, "version", e.Version, "status", string(e.Status), "event_id", e.EventID)
+	p.log = log
 	if len(r.Mismatch) > 0 {
 		for _, f := range r.Mismatch {
 			h.metrics.mismatches.WithLabelValues(f).Inc()
@@ -134,28 +248,62 @@ func (h *Handler) process(ctx context.Context, m *primitive.MessageExt) (string,
 		if v.Duplicate {
 			log.Debug("duplicate acked without a signal", "confirmed_by", v.Tier)
 			if err := h.recordSeq(ctx, log, e.ProducerID, e.Seq); err != nil {
-				return "", err
+				return false, err
 			}
-			return ResultDuplicate, nil
+			p.result = ResultDuplicate
+			return false, nil
 		}
 		if v.Conflict {
 			log.Info("business key already delivered with other content; the workflow parks the conflict", "seen_by", v.Tier)
 		}
 	}
-	err := h.attempt(ctx, log, targetTemporal, func(ctx context.Context) error { return h.deliver(ctx, e, env) })
-	if err != nil {
-		log.Error("cannot deliver event to Temporal; the broker will deliver it again", "err", err)
-		return "", err
+	p.item = Item{Event: e, Source: env}
+	return true, nil
+}
+
+// deliverOrder delivers the events of one order, in order: all in one
+// call of the DeliverManyFunc when there is one and several events, else
+// one call of the DeliverFunc each. It sets each pending's result or err.
+func (h *Handler) deliverOrder(ctx context.Context, ps []*pending) {
+	var err error
+	if h.deliverMany != nil && len(ps) > 1 {
+		items := make([]Item, len(ps))
+		for i, p := range ps {
+			items[i] = p.item
+		}
+		log := ps[0].log.With("batch", len(ps))
+		err = h.attempt(ctx, log, targetTemporal, func(ctx context.Context) error {
+			return h.deliverMany(ctx, ps[0].item.Event.OrderID, items)
+		})
+		if err != nil {
+			log.Error("cannot deliver events to Temporal; the broker will deliver them again", "err", err)
+		}
 	}
-	if h.dedup != nil {
-		h.dedup.Delivered(ctx, e)
+	for _, p := range ps {
+		if err != nil {
+			p.err = err
+			continue
+		}
+		if h.deliverMany == nil || len(ps) == 1 {
+			e, env := p.item.Event, p.item.Source
+			if err = h.attempt(ctx, p.log, targetTemporal, func(ctx context.Context) error { return h.deliver(ctx, e, env) }); err != nil {
+				p.log.Error("cannot deliver event to Temporal; the broker will deliver it again", "err", err)
+				p.err = err
+				continue
+			}
+		}
+		e := p.item.Event
+		if h.dedup != nil {
+			h.dedup.Delivered(ctx, e)
+		}
+		h.metrics.eventLatency.Observe(h.now().Sub(e.OccurredAt).Seconds())
+		p.log.Debug("event signalled")
+		if err = h.recordSeq(ctx, p.log, e.ProducerID, e.Seq); err != nil {
+			p.err = err
+			continue
+		}
+		p.result = ResultSignalled
 	}
-	h.metrics.eventLatency.Observe(h.now().Sub(e.OccurredAt).Seconds())
-	log.Debug("event signalled")
-	if err := h.recordSeq(ctx, log, e.ProducerID, e.Seq); err != nil {
-		return "", err
-	}
-	return ResultSignalled, nil
 }
 
 // attempt runs f until it succeeds, the retry budget is spent or ctx is done,

@@ -3,8 +3,12 @@ package bridge
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -172,4 +176,97 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+// batchMsg is a message of a batch whose body is an event of order at
+// version v (or body itself when v is 0).
+func batchMsg(id, order string, v int64, status string) *primitive.MessageExt {
+	body := fmt.Sprintf(`{"event_id":"%s","order_id":"%s","user_id":3,"status":"%s","version":%d,"amount_cents":500,"occurred_at":"2025-01-02T03:04:05Z"}`,
+		id, order, status, v)
+	m := msg(body)
+	m.MsgId = id
+	m.WithKeys([]string{order})
+	m.WithTag(status)
+	return m
+}
+
+// TestHandleBatchGroupsByOrder: a batch of messages of three orders and an
+// invalid one; the events of each order reach the delivery together, in
+// the batch's order; an order with one event goes through the single-event
+// delivery; the invalid message is parked; every message counts once.
+func TestHandleBatchGroupsByOrder(t *testing.T) {
+	var mu sync.Mutex
+	many := map[string][]int64{}
+	var single []string
+	var parked int
+	h := testHandler(t, func(_ context.Context, e fsm.Event, _ message.Envelope) error {
+		mu.Lock()
+		defer mu.Unlock()
+		single = append(single, e.Key().String())
+		return nil
+	}, func(context.Context, message.DeadLetter) error {
+		mu.Lock()
+		defer mu.Unlock()
+		parked++
+		return nil
+	})
+	calls := 0
+	h.WithDeliverMany(func(_ context.Context, orderID string, items []Item) error {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		for _, it := range items {
+			if it.Event.OrderID != orderID || it.Source.MessageID == "" {
+				t.Errorf("item %+v of order %s", it.Event.Key(), orderID)
+			}
+			many[orderID] = append(many[orderID], it.Event.Version)
+		}
+		return nil
+	})
+	bad := msg(`{"order_id":`)
+	bad.MsgId = "BAD"
+	batch := []*primitive.MessageExt{
+		batchMsg("a3", "A", 3, "SHIPPED"), batchMsg("b1", "B", 1, "CREATED"), batchMsg("a1", "A", 1, "CREATED"),
+		bad, batchMsg("c1", "C", 1, "CREATED"), batchMsg("a2", "A", 2, "PAID"), batchMsg("b2", "B", 2, "PAID"),
+	}
+	if err := h.HandleBatch(context.Background(), batch); err != nil {
+		t.Fatalf("handle batch: %v", err)
+	}
+	if calls != 2 || !slices.Equal(many["A"], []int64{3, 1, 2}) || !slices.Equal(many["B"], []int64{1, 2}) {
+		t.Errorf("%d batch deliveries: %v, want A [3 1 2] and B [1 2]", calls, many)
+	}
+	if !slices.Equal(single, []string{"C@1"}) || parked != 1 {
+		t.Errorf("single deliveries %v, parked %d; want [C@1] and 1", single, parked)
+	}
+	if v := counterValue(t, h.metrics.messages.WithLabelValues(ResultSignalled)); v != 6 {
+		t.Errorf("signalled = %v, want 6", v)
+	}
+	if v := counterValue(t, h.metrics.messages.WithLabelValues(ResultParked)); v != 1 {
+		t.Errorf("parked = %v, want 1", v)
+	}
+}
+
+// TestHandleBatchFailsWholeWhenOneOrderFails: one order's delivery keeps
+// failing; the batch is not acknowledged (the broker delivers all of it
+// again) and its messages count as retries, though the other order's went
+// through.
+func TestHandleBatchFailsWholeWhenOneOrderFails(t *testing.T) {
+	h := testHandler(t, noDeliver(t), noPark(t))
+	h.WithDeliverMany(func(_ context.Context, orderID string, _ []Item) error {
+		if orderID == "B" {
+			return errors.New("temporal unavailable")
+		}
+		return nil
+	})
+	batch := []*primitive.MessageExt{batchMsg("a1", "A", 1, "CREATED"), batchMsg("b1", "B", 1, "CREATED"),
+		batchMsg("a2", "A", 2, "PAID"), batchMsg("b2", "B", 2, "PAID")}
+	if err := h.HandleBatch(context.Background(), batch); err == nil || !strings.Contains(err.Error(), "temporal unavailable") {
+		t.Fatalf("handle batch: %v, want the delivery's error", err)
+	}
+	if v := counterValue(t, h.metrics.messages.WithLabelValues(ResultRetry)); v != 2 {
+		t.Errorf("retry = %v, want 2 (order B's messages)", v)
+	}
+	if v := counterValue(t, h.metrics.messages.WithLabelValues(ResultSignalled)); v != 2 {
+		t.Errorf("signalled = %v, want 2 (order A's messages)", v)
+	}
 }

@@ -38,6 +38,9 @@ type bridgeConfig struct {
 	Concurrency int
 	// BatchSize is the number of messages per consumer callback.
 	BatchSize int
+	// BatchSignals: the events of one order in one callback go to its
+	// workflow in one signal (order-events) instead of one signal each.
+	BatchSignals bool
 	// GracePeriod bounds the wait for in-flight messages on shutdown.
 	GracePeriod time.Duration
 	// RetryFor is how long one message is retried in-process (Temporal or
@@ -90,7 +93,8 @@ func parseBridgeConfig(args []string, lookup func(string) (string, bool), out io
 	s.String(&cfg.MetricsAddr, ":9091", b("metrics-addr", "METRICS_ADDR", "listen address of /metrics, /healthz and /readyz"))
 	s.String(&cfg.PprofAddr, "", b("pprof-addr", "PPROF_ADDR", "listen address of /debug/pprof/ (empty: off)"))
 	s.Int(&cfg.Concurrency, 16, b("concurrency", "CONCURRENCY", "messages handled at once"))
-	s.Int(&cfg.BatchSize, 1, b("batch-size", "BATCH_SIZE", "messages per consumer callback (a failure redelivers the whole batch)"))
+	s.Int(&cfg.BatchSize, 1, b("batch-size", "BATCH_SIZE", "messages per consumer callback (a failure redelivers the whole batch); the callback's orders are delivered at once"))
+	s.Bool(&cfg.BatchSignals, true, b("batch-signals", "BATCH_SIGNALS", "deliver the events of one order in one callback in one signal (false: one signal per event, for workers older than the order-events signal)"))
 	s.Duration(&cfg.GracePeriod, 30*time.Second, b("grace-period", "GRACE_PERIOD", "on SIGTERM, how long to wait for in-flight messages"))
 	s.Duration(&cfg.RetryFor, 15*time.Second, b("retry-for", "RETRY_FOR", "how long one message is retried in-process before it is handed back to the broker"))
 	s.Duration(&cfg.AttemptTimeout, 10*time.Second, b("attempt-timeout", "ATTEMPT_TIMEOUT", "bound of one attempt to deliver an event to Temporal or park a message in PostgreSQL"))
@@ -174,6 +178,9 @@ type bridgeDeps struct {
 	Record bridge.RecordFunc
 	// Gaps, when set, reads the suspected losses for /metrics.
 	Gaps bridge.GapsFunc
+	// DeliverMany, when set, delivers several events of one order in one
+	// signal (with -batch-signals).
+	DeliverMany bridge.DeliverManyFunc
 	// Dedup is the duplicate filter in front of Deliver; nil: none.
 	Dedup *dedup.Filter
 	// Checks are the readiness checks besides the consumer's.
@@ -203,12 +210,15 @@ func newBridge(cfg bridgeConfig, d bridgeDeps) (*Bridge, error) {
 	if d.Dedup != nil {
 		h.WithDedup(d.Dedup)
 	}
+	if d.DeliverMany != nil && cfg.BatchSignals {
+		h.WithDeliverMany(d.DeliverMany)
+	}
 	if d.Gaps != nil {
 		if err := d.Registry.Register(bridge.NewSequenceStats(d.Gaps, d.Log)); err != nil {
 			return nil, fmt.Errorf("bridge metrics: %w", err)
 		}
 	}
-	b.consumer, err = mq.NewConsumer(mq.ConsumerConfig{
+	b.consumer, err = mq.NewBatchConsumer(mq.ConsumerConfig{
 		NameServer:         cfg.RocketMQNamesrv,
 		Topic:              cfg.Topic,
 		Group:              cfg.ConsumerGroup,
@@ -218,7 +228,7 @@ func newBridge(cfg bridgeConfig, d bridgeDeps) (*Bridge, error) {
 		MaxInflatedBody:    message.MaxBodySize,
 		AccessKey:          cfg.RocketMQAccessKey,
 		SecretKey:          cfg.RocketMQSecretKey,
-	}, h.Handle)
+	}, h.HandleBatch)
 	if err != nil {
 		return nil, err
 	}
@@ -342,14 +352,15 @@ func serveBridge(ctx context.Context, stopSignals func(), cfg bridgeConfig, log 
 	}
 
 	b, err := newBridge(cfg, bridgeDeps{
-		Log:      log,
-		Registry: metrics.Registry,
-		Deliver:  temporalDeliver(tc, cfg.TaskQueue, cfg.Workflow),
-		Park:     storePark(db),
-		Record:   storeRecord(db, log),
-		Gaps:     storeGaps(db, cfg.GapWindow),
-		Dedup:    filter,
-		Checks:   []obs.Check{obs.TemporalCheck(tc), {Name: "postgres", Check: db.Ping}},
+		Log:         log,
+		Registry:    metrics.Registry,
+		Deliver:     temporalDeliver(tc, cfg.TaskQueue, cfg.Workflow),
+		DeliverMany: temporalDeliverMany(tc, cfg.TaskQueue, cfg.Workflow),
+		Park:        storePark(db),
+		Record:      storeRecord(db, log),
+		Gaps:        storeGaps(db, cfg.GapWindow),
+		Dedup:       filter,
+		Checks:      []obs.Check{obs.TemporalCheck(tc), {Name: "postgres", Check: db.Ping}},
 	})
 	if err != nil {
 		return err
@@ -406,6 +417,18 @@ func openDedup(ctx context.Context, cfg bridgeConfig, namespace string, ledger d
 func temporalDeliver(c client.Client, taskQueue string, p workflows.Params) bridge.DeliverFunc {
 	return func(ctx context.Context, e fsm.Event, src message.Envelope) error {
 		return workflows.Deliver(ctx, c, taskQueue, p, e, &src)
+	}
+}
+
+// temporalDeliverMany delivers several events of one order with
+// workflows.DeliverBatch.
+func temporalDeliverMany(c client.Client, taskQueue string, p workflows.Params) bridge.DeliverManyFunc {
+	return func(ctx context.Context, orderID string, items []bridge.Item) error {
+		ds := make([]workflows.Delivery, len(items))
+		for i, it := range items {
+			ds[i] = workflows.Delivery{Event: it.Event, Source: &it.Source}
+		}
+		return workflows.DeliverBatch(ctx, c, taskQueue, p, orderID, ds)
 	}
 }
 

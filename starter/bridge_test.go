@@ -18,6 +18,7 @@ import (
 	"github.com/orderflow/orderflow/internal/obs"
 	"github.com/orderflow/orderflow/internal/testenv"
 	"github.com/orderflow/orderflow/store"
+	"github.com/orderflow/orderflow/workflows"
 	"github.com/orderflow/orderflow/workflows/api"
 )
 
@@ -375,4 +376,73 @@ func signalsInHistory(t *testing.T, c client.Client, id string) int {
 		}
 	}
 	return n
+}
+
+// TestBridgeBatchesAnOrdersEvents: a backlog of 40 events of one order and
+// one event of another, drained with 16 messages per consumer callback; the
+// hot order's events reach its workflow mostly in order-events signals, far
+// fewer signals than events, and every event is recorded with the order
+// ending at the last version published.
+func TestBridgeBatchesAnOrdersEvents(t *testing.T) {
+	e := newEnv(t, 1)
+	e.startWorker(t)
+	e.terminate(t, 2)
+	const n = 40
+	var want []fsm.Key
+	for v := int64(1); v <= n; v++ {
+		s := fsm.Created
+		if v == n {
+			s = fsm.Paid
+		}
+		ev := e.event(0, v, s)
+		want = append(want, ev.Key())
+		e.publish(t, ev)
+	}
+	other := e.event(1, 1, fsm.Created)
+	want = append(want, other.Key())
+	e.publish(t, other)
+
+	cfg := e.config()
+	cfg.BatchSize, cfg.BatchSignals = 16, true
+	log := obs.NewLogger(testWriter(t), slog.LevelWarn, "bridge")
+	b, err := newBridge(cfg, bridgeDeps{Log: log, Registry: prometheus.NewRegistry(),
+		Deliver:     temporalDeliver(e.tc, e.taskQueue, testParams),
+		DeliverMany: temporalDeliverMany(e.tc, e.taskQueue, testParams),
+		Park:        storePark(store.New(e.db))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Stop() })
+	e.waitAccounted(t, want, 0, 90*time.Second)
+	waitMetric(t, b.Addr(), `orderflow_bridge_messages_total{result="signalled"}`, n+1)
+
+	hot := api.WorkflowID(e.event(0, 1, fsm.Created).OrderID)
+	byName := map[string]int{}
+	it := e.tc.GetWorkflowHistory(context.Background(), hot, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatalf("history of %s: %v", hot, err)
+		}
+		if a := ev.GetWorkflowExecutionSignaledEventAttributes(); a != nil {
+			byName[a.GetSignalName()]++
+		}
+	}
+	if total := byName[api.SignalEvent] + byName[api.SignalEvents]; byName[api.SignalEvents] == 0 || total > n/4 {
+		t.Errorf("signals of the hot order: %v; want order-events batches and at most %d signals for %d events", byName, n/4, n)
+	}
+	v, err := e.tc.QueryWorkflow(context.Background(), hot, "", api.QueryState)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st workflows.State
+	if err := v.Get(&st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Order.Version != n || st.Order.Status != fsm.Paid || st.Processed < n {
+		t.Errorf("hot order at v%d %s after %d events handled; want v%d PAID after at least %d", st.Order.Version, st.Order.Status, st.Processed, n, n)
+	}
 }

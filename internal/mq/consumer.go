@@ -76,7 +76,7 @@ func InflateRefused(m *primitive.MessageExt) bool {
 type Consumer struct {
 	cfg     ConsumerConfig
 	pc      pushClient
-	handler Handler
+	handler BatchHandler
 
 	// work is the context of every handler; cancelled when Stop gives up.
 	work       context.Context
@@ -96,9 +96,38 @@ type Consumer struct {
 	stopErr  error
 }
 
-// NewConsumer creates a push consumer for cfg that hands each message to h.
-// Call Start to begin consuming.
+// BatchHandler processes the messages of one callback (up to
+// ConsumerConfig.BatchSize, from one queue, in queue order). Returning nil
+// acknowledges all of them; returning an error asks the broker to deliver
+// all of them again later. ctx is as for Handler.
+type BatchHandler func(ctx context.Context, msgs []*primitive.MessageExt) error
+
+// NewConsumer creates a push consumer for cfg that hands each message to h,
+// in order; a failure redelivers the callback's whole batch. Call Start to
+// begin consuming.
 func NewConsumer(cfg ConsumerConfig, h Handler) (*Consumer, error) {
+	if h == nil {
+		return nil, errors.New("mq: consumer needs a handler")
+	}
+	return NewBatchConsumer(cfg, perMessage(h))
+}
+
+// perMessage is the BatchHandler that hands each message to h in order and
+// stops at the first failure.
+func perMessage(h Handler) BatchHandler {
+	return func(ctx context.Context, msgs []*primitive.MessageExt) error {
+		for _, m := range msgs {
+			if err := h(ctx, m); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// NewBatchConsumer creates a push consumer for cfg that hands the messages
+// of each callback to h at once. Call Start to begin consuming.
+func NewBatchConsumer(cfg ConsumerConfig, h BatchHandler) (*Consumer, error) {
 	if h == nil {
 		return nil, errors.New("mq: consumer needs a handler")
 	}
@@ -142,7 +171,7 @@ func NewConsumer(cfg ConsumerConfig, h Handler) (*Consumer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mq: create consumer for group %s: %w", cfg.Group, err)
 	}
-	return newConsumer(cfg, pc, h)
+	return newBatchConsumer(cfg, pc, h)
 }
 
 // pushClient is the part of the client's push consumer that Consumer uses;
@@ -154,8 +183,14 @@ type pushClient interface {
 	Shutdown() error
 }
 
-// newConsumer wires a Consumer over pc, subscribed to cfg.Topic.
+// newConsumer wires a Consumer over pc, subscribed to cfg.Topic, that
+// hands each message to h.
 func newConsumer(cfg ConsumerConfig, pc pushClient, h Handler) (*Consumer, error) {
+	return newBatchConsumer(cfg, pc, perMessage(h))
+}
+
+// newBatchConsumer wires a Consumer over pc, subscribed to cfg.Topic.
+func newBatchConsumer(cfg ConsumerConfig, pc pushClient, h BatchHandler) (*Consumer, error) {
 	work, cancel := context.WithCancel(context.Background())
 	c := &Consumer{cfg: cfg, pc: pc, handler: h, work: work, cancelWork: cancel, lags: map[primitive.MessageQueue]queueLag{}}
 	sel := consumer.MessageSelector{Type: consumer.TAG, Expression: "*"}
@@ -296,24 +331,22 @@ func (c *Consumer) consume(ctx context.Context, msgs ...*primitive.MessageExt) (
 		return consumer.ConsumeRetryLater, nil
 	}
 	defer c.leave()
-	for _, m := range msgs {
-		if err := c.safeHandle(m); err != nil {
-			c.setRetryDelay(ctx, c.retryDelayLevel(msgs))
-			return consumer.ConsumeRetryLater, nil
-		}
+	if err := c.safeHandle(msgs); err != nil {
+		c.setRetryDelay(ctx, c.retryDelayLevel(msgs))
+		return consumer.ConsumeRetryLater, nil
 	}
 	return consumer.ConsumeSuccess, nil
 }
 
 // safeHandle runs the handler and turns a panic into an error, so that a bug
 // never acknowledges a message nor ends the process.
-func (c *Consumer) safeHandle(m *primitive.MessageExt) (err error) {
+func (c *Consumer) safeHandle(msgs []*primitive.MessageExt) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("mq: handler panicked on message %s: %v", m.MsgId, r)
+			err = fmt.Errorf("mq: handler panicked on a batch of %d message(s) from %s: %v", len(msgs), msgs[0].MsgId, r)
 		}
 	}()
-	return c.handler(c.work, m)
+	return c.handler(c.work, msgs)
 }
 
 // retryDelayLevel is the broker delay level for the next delivery of msgs:
