@@ -90,6 +90,9 @@ type cellResult struct {
 	Metrics map[string]float64 `json:",omitempty"`
 	// Hot is what the hot-order cell found in Temporal.
 	Hot *hotResult `json:",omitempty"`
+	// Signals counts the bridge's SignalWithStart requests (attempts
+	// included); 0 for the direct consumer.
+	Signals int `json:",omitempty"`
 }
 
 // scenarioOptions are the benchmark's scenario: DESIGN's distortions with
@@ -196,6 +199,9 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 		return res, err
 	}
 	res.Verified = report.OK()
+	if !cc.Direct {
+		res.Signals = b.countSignals(ctx, cc.Name+"-bridge")
+	}
 	if cc.inspect != nil {
 		if err := cc.inspect(ctx, &res); err != nil {
 			return res, err
@@ -392,6 +398,25 @@ func (b *bench) saveMetrics(ctx context.Context) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// countSignals reads the bridge's SignalWithStart requests from its
+// /metrics (Temporal's SDK counter); 0 when it cannot.
+func (b *bench) countSignals(ctx context.Context, bridge string) int {
+	addr, ok := b.metricsAddrs[bridge]
+	if !ok {
+		return 0
+	}
+	path := filepath.Join(b.logDir, bridge+".final.metrics.txt")
+	if err := fetch(ctx, "http://"+addr+"/metrics", path); err != nil {
+		slog.Warn("bench: bridge metrics", "err", err)
+		return 0
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	return int(promSum(string(data), "temporal_request_total", `operation="SignalWithStartWorkflowExecution"`))
 }
 
 // promSum adds the values of the samples of metric whose labels contain

@@ -12,6 +12,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/mq"
@@ -82,6 +83,9 @@ type hotResult struct {
 	// signals: MaxSignals shows how far.
 	MaxHistory int64 `json:"max_history"`
 	MaxSignals int   `json:"max_signals"`
+	// MaxEvents is the most events one run received (a signal of the
+	// order-events kind carries several).
+	MaxEvents int `json:"max_events"`
 	// TaskFailures counts the workflow tasks that failed over all runs, by
 	// cause. FORCE_CLOSE_COMMAND is the server failing a task in flight
 	// because more signals arrived meanwhile than it buffers (100 by
@@ -106,8 +110,8 @@ func (r hotResult) String() string {
 	if n > 0 {
 		tasks += " (" + strings.Join(failed, ", ") + ")"
 	}
-	return fmt.Sprintf("%d run(s) (%s), longest history %d events, at most %d signals in one run, %s",
-		r.Runs, strings.Join(parts, ", "), r.MaxHistory, r.MaxSignals, tasks)
+	return fmt.Sprintf("%d run(s) (%s), longest history %d events, at most %d signals (%d order events) in one run, %s",
+		r.Runs, strings.Join(parts, ", "), r.MaxHistory, r.MaxSignals, r.MaxEvents, tasks)
 }
 
 func sortedStatuses(m map[string]int) []string {
@@ -175,11 +179,12 @@ func listHot(ctx context.Context, c client.Client, namespace, orderID string) (h
 					closeReason(ctx, c, id, ex.GetExecution().GetRunId())))
 			}
 			r.MaxHistory = max(r.MaxHistory, n)
-			signals, err := scanHistory(ctx, c, id, ex.GetExecution().GetRunId(), r.TaskFailures)
+			signals, events, err := scanHistory(ctx, c, id, ex.GetExecution().GetRunId(), r.TaskFailures)
 			if err != nil {
 				return r, err
 			}
 			r.MaxSignals = max(r.MaxSignals, signals)
+			r.MaxEvents = max(r.MaxEvents, events)
 		}
 		if token = resp.GetNextPageToken(); len(token) == 0 {
 			break
@@ -210,21 +215,29 @@ func listHot(ctx context.Context, c client.Client, namespace, orderID string) (h
 
 // scanHistory reads a run's history: it returns the signals the run
 // received and counts its failed workflow tasks into failures, by cause.
-func scanHistory(ctx context.Context, c client.Client, id, runID string, failures map[string]int) (signals int, err error) {
+func scanHistory(ctx context.Context, c client.Client, id, runID string, failures map[string]int) (signals, events int, err error) {
 	it := c.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		e, err := it.Next()
 		if err != nil {
-			return signals, fmt.Errorf("history of %s run %s: %w", id, runID, err)
+			return signals, events, fmt.Errorf("history of %s run %s: %w", id, runID, err)
 		}
-		if e.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED {
+		if a := e.GetWorkflowExecutionSignaledEventAttributes(); a != nil {
 			signals++
+			events++
+			if a.GetSignalName() == api.SignalEvents {
+				var b workflows.Batch
+				if err := converter.GetDefaultDataConverter().FromPayloads(a.GetInput(), &b); err != nil {
+					return signals, events, fmt.Errorf("history of %s run %s: signal %s: %w", id, runID, a.GetSignalName(), err)
+				}
+				events += len(b.Deliveries) - 1
+			}
 		}
 		if a := e.GetWorkflowTaskFailedEventAttributes(); a != nil {
 			failures[strings.TrimPrefix(a.GetCause().String(), "WORKFLOW_TASK_FAILED_CAUSE_")]++
 		}
 	}
-	return signals, nil
+	return signals, events, nil
 }
 
 // closeReason is the close event of a run, for the report of a run that

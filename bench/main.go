@@ -89,7 +89,10 @@ type options struct {
 	chart, logDir                       string
 	workerArgs, bridgeArgs              string
 	skipScaling, skipDup, profile       bool
-	flush                               flushPlan
+	// batchCompare runs the e2e drain and the hot order again with one
+	// signal per event (batch size 1), the behaviour before batching.
+	batchCompare bool
+	flush        flushPlan
 }
 
 func main() {
@@ -143,7 +146,8 @@ func parse(args []string) (config.Config, tuning, options, error) {
 	fs.Int(&o.orders, 1100, bs("orders", "orders of the e2e, baseline and duplicate scenarios (1100 orders make about 5,500 events)"))
 	fs.Int(&o.concurrency, 32, bs("concurrency", "bridge (and direct consumer) concurrency"))
 	fs.Int(&o.workers, 1, bs("workers", "worker processes of the orderflow runs"))
-	fs.Int(&o.batch, 1, bs("batch-size", "messages per consumer callback"))
+	fs.Int(&o.batch, 16, bs("batch-size", "messages per consumer callback; the bridge sends the events of one order in a callback in one signal"))
+	fs.Bool(&o.batchCompare, true, bs("batch-compare", "run the e2e drain and the hot order again with -batch-size 1 (one signal per event) and print the quotients"))
 	fs.Int(&o.ceilingN, 1500, bs("ceiling-workflows", "trivial workflows of the ceiling run"))
 	fs.Int(&o.ceilingConc, 64, bs("ceiling-concurrency", "workflows in flight in the ceiling run"))
 	fs.Float(&o.dupRate, 0.5, bs("dup-rate", "share of the events sent twice in the duplicate scenario (compared with none)"))
@@ -241,10 +245,14 @@ type results struct {
 	Baseline cellResult  `json:"baseline"`
 	// Ratio is e2e/baseline, both in distinct events/s draining a backlog
 	// of the same scenario.
-	Ratio     float64      `json:"ratio_e2e_baseline"`
-	NoDup     *cellResult  `json:"no_duplicates,omitempty"`
-	Dup       *cellResult  `json:"duplicates,omitempty"`
-	Hot       *cellResult  `json:"hot_order,omitempty"`
+	Ratio float64     `json:"ratio_e2e_baseline"`
+	NoDup *cellResult `json:"no_duplicates,omitempty"`
+	Dup   *cellResult `json:"duplicates,omitempty"`
+	Hot   *cellResult `json:"hot_order,omitempty"`
+	// E2EOne and HotOne are the e2e drain and the hot order with one
+	// signal per event (absent with -batch-compare=false).
+	E2EOne    *cellResult  `json:"e2e_one_signal_per_event,omitempty"`
+	HotOne    *cellResult  `json:"hot_order_one_signal_per_event,omitempty"`
 	OpenLoop  []cellResult `json:"open_loop"`
 	Steady    cellResult   `json:"steady"`
 	Scaling   []cellResult `json:"scaling,omitempty"`
@@ -340,9 +348,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		fmt.Fprintf(out, "profile:  %s\n", profileLine(b.logDir, e2e))
 	}
 
-	// 3. The direct-consumer baseline draining the same backlog.
+	// 3. The direct-consumer baseline draining the same backlog, one
+	// message per callback as the seed articles consume.
 	base, err := b.runCell(ctx, cellConfig{Name: "baseline", Orders: o.orders, Concurrency: o.concurrency,
-		BatchSize: o.batch, Direct: true, Seed: o.seed, DupRate: 0.2})
+		BatchSize: 1, Direct: true, Seed: o.seed, DupRate: 0.2})
 	if err != nil {
 		return fmt.Errorf("baseline: %w", err)
 	}
@@ -370,9 +379,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 
 	// 5. One hot order.
-	if o.hotEvents > 0 {
-		hot, err := b.runCell(ctx, cellConfig{Name: "hot", Orders: 1, Concurrency: o.concurrency,
-			BatchSize: o.batch, Workers: o.workers, Seed: o.seed,
+	runHot := func(name string, batch int) (cellResult, error) {
+		return b.runCell(ctx, cellConfig{Name: name, Orders: 1, Concurrency: o.concurrency,
+			BatchSize: batch, Workers: o.workers, Seed: o.seed,
 			BridgeArgs: []string{"-workflow-max-events", strconv.Itoa(o.hotMaxEvents)},
 			generate: func(prefix string) (*scenario.Scenario, error) {
 				return hotScenario(prefix, o.hotEvents, time.Now())
@@ -386,20 +395,49 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 				}
 				return err
 			}})
-		if err != nil {
-			return fmt.Errorf("hot order: %w", err)
-		}
-		res.Hot = &hot
+	}
+	describeHot := func(hot cellResult, batch int) {
 		can := "when Temporal suggests"
 		if o.hotMaxEvents > 0 {
 			can = fmt.Sprintf("every %d events", o.hotMaxEvents)
 		}
-		fmt.Fprintf(out, "hot:      %d events of one order drained in %.1fs = %.1f events/s, continuing as new %s; its workflow: %s\n",
-			hot.Events, hot.Elapsed.Seconds(), hot.Rate, can, hot.Hot)
-		if o.hotMaxEvents > 0 && hot.Hot.MaxSignals > 2*o.hotMaxEvents {
-			fmt.Fprintf(out, "hot:      continue-as-new was deferred under the stream: a run received %d signals, not about %d\n",
-				hot.Hot.MaxSignals, o.hotMaxEvents)
+		fmt.Fprintf(out, "hot:      %d events of one order (batch size %d) drained in %.1fs = %.1f events/s, continuing as new %s; %d signals; its workflow: %s\n",
+			hot.Events, batch, hot.Elapsed.Seconds(), hot.Rate, can, hot.Signals, hot.Hot)
+		if o.hotMaxEvents > 0 && hot.Hot.MaxEvents > 2*o.hotMaxEvents {
+			fmt.Fprintf(out, "hot:      continue-as-new was deferred under the stream: a run handled %d events, not about %d\n",
+				hot.Hot.MaxEvents, o.hotMaxEvents)
 		}
+	}
+	if o.hotEvents > 0 {
+		hot, err := runHot("hot", o.batch)
+		if err != nil {
+			return fmt.Errorf("hot order: %w", err)
+		}
+		res.Hot = &hot
+		describeHot(hot, o.batch)
+	}
+
+	// 5b. Before batching: one signal per event.
+	if o.batchCompare && o.batch > 1 {
+		one, err := b.runCell(ctx, cellConfig{Name: "e2e-b1", Orders: o.orders, Concurrency: o.concurrency,
+			BatchSize: 1, Workers: o.workers, Seed: o.seed, DupRate: 0.2})
+		if err != nil {
+			return fmt.Errorf("e2e with batch size 1: %w", err)
+		}
+		res.E2EOne = &one
+		fmt.Fprintf(out, "e2e-b1:   %s\n", describeDrain(one))
+		line := fmt.Sprintf("batching: batch size %d / 1: e2e %.2f in distinct events/s (%d / %d signals)",
+			o.batch, e2e.Rate/one.Rate, e2e.Signals, one.Signals)
+		if o.hotEvents > 0 {
+			hot1, err := runHot("hot-b1", 1)
+			if err != nil {
+				return fmt.Errorf("hot order with batch size 1: %w", err)
+			}
+			res.HotOne = &hot1
+			describeHot(hot1, 1)
+			line += fmt.Sprintf(", hot order %.2f (%d / %d signals)", res.Hot.Rate/hot1.Rate, res.Hot.Signals, hot1.Signals)
+		}
+		fmt.Fprintln(out, line)
 	}
 
 	// 6. Open loop at shares of the e2e rate.
@@ -478,9 +516,13 @@ func ms(d time.Duration) string {
 
 // describeDrain is the line of a cell that drained a backlog.
 func describeDrain(r cellResult) string {
-	return fmt.Sprintf("backlog of %d messages (%d distinct events, %d duplicates, %d orders) drained by %s (concurrency %d) in %.1fs = %.1f events/s (%.1f messages/s); first effect %.1fs after the consumer started (the backlog was published in %.1fs before it started)",
-		r.Messages, r.Events, r.Duplicates, r.Config.Orders, consumerName(r.Config), r.Config.Concurrency,
-		r.Elapsed.Seconds(), r.Rate, r.MessageRate, r.Startup.Seconds(), r.Publish.Seconds())
+	signals := ""
+	if r.Signals > 0 {
+		signals = fmt.Sprintf("; %d signals", r.Signals)
+	}
+	return fmt.Sprintf("backlog of %d messages (%d distinct events, %d duplicates, %d orders) drained by %s (concurrency %d, batch size %d) in %.1fs = %.1f events/s (%.1f messages/s)%s; first effect %.1fs after the consumer started (the backlog was published in %.1fs before it started)",
+		r.Messages, r.Events, r.Duplicates, r.Config.Orders, consumerName(r.Config), r.Config.Concurrency, r.Config.BatchSize,
+		r.Elapsed.Seconds(), r.Rate, r.MessageRate, signals, r.Startup.Seconds(), r.Publish.Seconds())
 }
 
 func consumerName(c cellConfig) string {
