@@ -20,6 +20,13 @@
 // (also across processes sharing the ID); use one producer ID per instance
 // for parallel streams.
 //
+// Tracing: each Send is an OpenTelemetry span, "send <topic>" (kind
+// producer), a child of the span in the caller's context, made with the
+// global tracer provider (a no-op unless the caller's process set one). The
+// message carries that span's W3C trace context in its user properties
+// traceparent and tracestate, so that orderflow's bridge continues the
+// caller's trace. A caller without tracing sends no trace context.
+//
 // The tables live in the producer's own database: apply Schema there
 // (CreateSchema does, idempotently). orderflow's migrations create them too
 // (migrations/00005_outbox.sql, the same statements), for its own tools.

@@ -52,10 +52,19 @@ func New(db *gorm.DB, cfg Config) (*Producer, error) {
 // the same number. Should the process die, or the commit fail, after the
 // broker stored the message, the next message reuses its number (a repeat,
 // never a hole); Send then still reports success, and logs a warning.
-func (p *Producer) Send(ctx context.Context, e fsm.Event) (Sent, error) {
+//
+// The send is a span, "send <topic>", a child of the span in ctx, and the
+// message carries its W3C trace context (see the package documentation).
+func (p *Producer) Send(ctx context.Context, e fsm.Event) (sent Sent, err error) {
 	if _, _, err := number(p.cfg.Topic, p.cfg.ProducerID, 1, e); err != nil {
 		return Sent{}, fmt.Errorf("producer: send %s: %w", e.Key(), err)
 	}
+	ctx, span := startSend(ctx, p.cfg.Topic, e)
+	defer func() { endSend(span, sent, err) }()
+	return p.send(ctx, e)
+}
+
+func (p *Producer) send(ctx context.Context, e fsm.Event) (Sent, error) {
 	var (
 		sent   Sent
 		stored bool
@@ -69,6 +78,7 @@ func (p *Producer) Send(ctx context.Context, e fsm.Event) (Sent, error) {
 		if err != nil {
 			return err
 		}
+		m = traced(ctx, m)
 		r, err := retry(ctx, p.cfg, "send", func(actx context.Context) (mq.Receipt, error) {
 			return p.mq.Publish(actx, m)
 		})

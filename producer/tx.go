@@ -108,13 +108,22 @@ func NewTx(ctx context.Context, db *gorm.DB, cfg Config) (*TxProducer, error) {
 // the error wraps ErrOutcomeUnknown: the local transaction may have
 // committed, and the check-back settles the message accordingly. The
 // whole transaction must finish within Config.LocalTimeout.
-func (p *TxProducer) Send(ctx context.Context, e fsm.Event, local func(tx *gorm.DB) error) (Sent, error) {
+//
+// The send is a span, "send <topic>", a child of the span in ctx, and the
+// message carries its W3C trace context (see the package documentation).
+func (p *TxProducer) Send(ctx context.Context, e fsm.Event, local func(tx *gorm.DB) error) (sent Sent, err error) {
 	if _, _, err := number(p.cfg.Topic, p.cfg.ProducerID, 1, e); err != nil {
 		return Sent{}, fmt.Errorf("producer: send %s: %w", e.Key(), err)
 	}
 	if local == nil {
 		return Sent{}, errors.New("producer: no local transaction")
 	}
+	ctx, span := startSend(ctx, p.cfg.Topic, e)
+	defer func() { endSend(span, sent, err) }()
+	return p.send(ctx, e, local)
+}
+
+func (p *TxProducer) send(ctx context.Context, e fsm.Event, local func(tx *gorm.DB) error) (Sent, error) {
 	lctx, cancel := context.WithTimeout(ctx, p.cfg.LocalTimeout)
 	defer cancel()
 	tx := p.db.WithContext(lctx).Begin()
@@ -146,6 +155,7 @@ func (p *TxProducer) Send(ctx context.Context, e fsm.Event, local func(tx *gorm.
 		return Sent{}, fmt.Errorf("producer: send %s: %w", e.Key(), err)
 	}
 	m.Properties = map[string]string{PropOutboxID: outboxID, PropProducerID: p.cfg.ProducerID}
+	m = traced(ctx, m)
 
 	var (
 		localErr, commitErr error
