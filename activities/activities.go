@@ -10,9 +10,11 @@ import (
 	"context"
 	"errors"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/orderflow/orderflow/fsm"
+	"github.com/orderflow/orderflow/internal/spanattr"
 	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/store"
 	"github.com/orderflow/orderflow/workflows/api"
@@ -72,20 +74,29 @@ type AwardPointsResult struct {
 // LoadOrder returns the stored order and the content hash of every
 // business key recorded for it (store.Store.LoadOrder).
 func (a *Activities) LoadOrder(ctx context.Context, orderID string) (LoadOrderResult, error) {
+	trace.SpanFromContext(ctx).SetAttributes(spanattr.OrderID.String(orderID))
 	res, err := a.Store.LoadOrder(ctx, orderID)
 	return res, temporalError(err, api.ErrTypeInvalidInput)
 }
 
 // ApplyEvent applies one event exactly once per business key and returns
-// the authoritative decision (store.Store.ApplyEvent).
+// the authoritative decision (store.Store.ApplyEvent). The span of its run
+// gets the event's order ID, version and status, and the outcome.
 func (a *Activities) ApplyEvent(ctx context.Context, in ApplyEventInput) (ApplyEventResult, error) {
 	src := message.Envelope{Topic: a.Topic}
 	if in.Source != nil {
 		src = *in.Source
 	}
+	span := trace.SpanFromContext(ctx)
+	span.SetAttributes(spanattr.OrderID.String(in.Event.OrderID), spanattr.Version.Int64(in.Event.Version),
+		spanattr.Status.String(string(in.Event.Status)), spanattr.MessagingMessageID.String(src.MessageID))
 	res, err := a.Store.ApplyEvent(ctx, in.Event, src)
 	if err != nil {
 		return res, temporalError(err, api.ErrTypeInvalidEvent)
+	}
+	span.SetAttributes(spanattr.Outcome.String(string(res.Decision.Outcome)), spanattr.Repeat.Bool(res.Repeat))
+	if res.Decision.Reason != "" {
+		span.SetAttributes(spanattr.Reason.String(res.Decision.Reason))
 	}
 	if a.Metrics != nil {
 		if res.Repeat {
@@ -100,10 +111,14 @@ func (a *Activities) ApplyEvent(ctx context.Context, in ApplyEventInput) (ApplyE
 // AwardPoints inserts one points ledger row, at most once per order and
 // kind (store.Store.AwardPoints).
 func (a *Activities) AwardPoints(ctx context.Context, in AwardPointsInput) (AwardPointsResult, error) {
+	span := trace.SpanFromContext(ctx)
+	span.SetAttributes(spanattr.OrderID.String(in.OrderID), spanattr.Version.Int64(in.Version),
+		spanattr.PointsKind.String(string(in.Kind)), spanattr.Points.Int64(in.Points))
 	inserted, err := a.Store.AwardPoints(ctx, in)
 	if err != nil {
 		return AwardPointsResult{}, temporalError(err, api.ErrTypeInvalidInput)
 	}
+	span.SetAttributes(spanattr.PointsInserted.Bool(inserted))
 	if inserted && a.Metrics != nil {
 		a.Metrics.ObservePoints(in.Kind, in.Points)
 	}

@@ -17,10 +17,12 @@ import (
 
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/cenkalti/backoff/v5"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/orderflow/orderflow/dedup"
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/mq"
+	"github.com/orderflow/orderflow/internal/spanattr"
 	"github.com/orderflow/orderflow/message"
 )
 
@@ -113,7 +115,11 @@ func (h *Handler) WithDeliverMany(f DeliverManyFunc) *Handler {
 
 // pending is a message of a batch on its way to its effect.
 type pending struct {
-	m      *primitive.MessageExt
+	m *primitive.MessageExt
+	// ctx carries the message's span, "process <topic>", which continues
+	// the trace its producer put in the message's properties.
+	ctx    context.Context
+	span   trace.Span
 	log    *slog.Logger
 	start  time.Time
 	item   Item
@@ -121,7 +127,10 @@ type pending struct {
 	err    error
 }
 
-// HandleBatch is the mq.BatchHandler of the bridge. It parks the invalid
+// HandleBatch is the mq.BatchHandler of the bridge. Each message's
+// handling is a span, "process <topic>", continuing the trace its producer
+// put in the message's properties, with the order's attributes and the
+// outcome (the result label of the metrics). It parks the invalid
 // messages of msgs and drops the confirmed duplicates one by one, then
 // delivers the valid events: those of one order together, in the batch's
 // order (with the DeliverManyFunc, one signal per order), different orders
@@ -135,12 +144,13 @@ func (h *Handler) HandleBatch(ctx context.Context, msgs []*primitive.MessageExt)
 	var firstErr error
 	for i, m := range msgs {
 		p := &pending{m: m, start: h.now()}
+		p.ctx, p.span = startMessageSpan(ctx, m)
 		ps[i] = p
 		if firstErr != nil {
 			p.err = firstErr
 			continue
 		}
-		deliver, err := h.prepare(ctx, p)
+		deliver, err := h.prepare(p.ctx, p)
 		if err != nil {
 			p.err, firstErr = err, err
 			continue
@@ -186,6 +196,9 @@ func (h *Handler) HandleBatch(ctx context.Context, msgs []*primitive.MessageExt)
 				err = p.err
 			}
 		}
+		failed(p.span, p.err)
+		p.span.SetAttributes(spanattr.Outcome.String(result))
+		p.span.End()
 		h.metrics.messages.WithLabelValues(result).Inc()
 		h.metrics.handleSeconds.WithLabelValues(result).Observe(h.now().Sub(p.start).Seconds())
 		if result != ResultRetry && p.m.StoreTimestamp > 0 {
@@ -214,9 +227,12 @@ func (h *Handler) prepare(ctx context.Context, p *pending) (bool, error) {
 	log := h.log.With("msg_id", m.MsgId, "topic", m.Topic, "keys", m.GetKeys(), "tag", m.GetTags(),
 		"reconsume_times", m.ReconsumeTimes)
 	env := envelope(m)
-	r := message.Parse(env)
+	r := decode(ctx, env)
 	if r.Rejection != nil {
-		err := h.attempt(ctx, log, targetPostgres, func(ctx context.Context) error { return h.park(ctx, r.DeadLetter) })
+		p.span.SetAttributes(spanattr.ParkReason.String(r.Rejection.Reason))
+		err := step(ctx, "park", func(ctx context.Context) error {
+			return h.attempt(ctx, log, targetPostgres, func(ctx context.Context) error { return h.park(ctx, r.DeadLetter) })
+		})
 		if err != nil {
 			log.Error("cannot park invalid message; the broker will deliver it again", "reason", r.Rejection.Reason, "err", err)
 			return false, err
@@ -235,6 +251,7 @@ func (h *Handler) prepare(ctx context.Context, p *pending) (bool, error) {
 	}
 
 	e := r.Event
+	p.span.SetAttributes(spanattr.Event(e)...)
 	log = log.With("order_id", e.OrderID, "version", e.Version, "status", string(e.Status), "event_id", e.EventID)
 	p.log = log
 	if len(r.Mismatch) > 0 {
@@ -244,7 +261,10 @@ func (h *Handler) prepare(ctx context.Context, p *pending) (bool, error) {
 		log.Warn("message keys or tag disagree with the body; the body is authoritative", "mismatch", r.Mismatch)
 	}
 	if h.dedup != nil {
-		v := h.dedup.Check(ctx, e)
+		dctx, dspan := tracer.Start(ctx, "dedup")
+		v := h.dedup.Check(dctx, e)
+		dspan.SetAttributes(dedupAttributes(v)...)
+		dspan.End()
 		if v.Duplicate {
 			log.Debug("duplicate acked without a signal", "confirmed_by", v.Tier)
 			if err := h.recordSeq(ctx, log, e.ProducerID, e.Seq); err != nil {
@@ -271,9 +291,13 @@ func (h *Handler) deliverOrder(ctx context.Context, ps []*pending) {
 		for i, p := range ps {
 			items[i] = p.item
 		}
+		// The signal carries the first message's trace; the others'
+		// spans end at the bridge (design.md §2.9).
 		log := ps[0].log.With("batch", len(ps))
-		err = h.attempt(ctx, log, targetTemporal, func(ctx context.Context) error {
-			return h.deliverMany(ctx, ps[0].item.Event.OrderID, items)
+		err = step(ps[0].ctx, "deliver", func(ctx context.Context) error {
+			return h.attempt(ctx, log, targetTemporal, func(ctx context.Context) error {
+				return h.deliverMany(ctx, ps[0].item.Event.OrderID, items)
+			})
 		})
 		if err != nil {
 			log.Error("cannot deliver events to Temporal; the broker will deliver them again", "err", err)
@@ -286,7 +310,10 @@ func (h *Handler) deliverOrder(ctx context.Context, ps []*pending) {
 		}
 		if h.deliverMany == nil || len(ps) == 1 {
 			e, env := p.item.Event, p.item.Source
-			if err = h.attempt(ctx, p.log, targetTemporal, func(ctx context.Context) error { return h.deliver(ctx, e, env) }); err != nil {
+			err = step(p.ctx, "deliver", func(ctx context.Context) error {
+				return h.attempt(ctx, p.log, targetTemporal, func(ctx context.Context) error { return h.deliver(ctx, e, env) })
+			})
+			if err != nil {
 				p.log.Error("cannot deliver event to Temporal; the broker will deliver it again", "err", err)
 				p.err = err
 				continue
@@ -294,11 +321,11 @@ func (h *Handler) deliverOrder(ctx context.Context, ps []*pending) {
 		}
 		e := p.item.Event
 		if h.dedup != nil {
-			h.dedup.Delivered(ctx, e)
+			h.dedup.Delivered(p.ctx, e)
 		}
 		h.metrics.eventLatency.Observe(h.now().Sub(e.OccurredAt).Seconds())
 		p.log.Debug("event signalled")
-		if err = h.recordSeq(ctx, p.log, e.ProducerID, e.Seq); err != nil {
+		if err = h.recordSeq(p.ctx, p.log, e.ProducerID, e.Seq); err != nil {
 			p.err = err
 			continue
 		}

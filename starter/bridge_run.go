@@ -21,6 +21,7 @@ import (
 	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/internal/obs"
 	"github.com/orderflow/orderflow/internal/profiling"
+	"github.com/orderflow/orderflow/internal/tracing"
 	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/store"
 	"github.com/orderflow/orderflow/workflows"
@@ -322,8 +323,19 @@ func serveBridge(ctx context.Context, stopSignals func(), cfg bridgeConfig, log 
 		return err
 	}
 	defer stopPprof()
+	// Closed last: the spans of the last messages are flushed after the
+	// bridge stopped.
+	tr, err := tracing.Start(ctx, "orderflow-bridge", log)
+	if err != nil {
+		return err
+	}
+	defer tr.Close(log)
+	ics, err := tr.TemporalInterceptors()
+	if err != nil {
+		return err
+	}
 
-	db, err := store.Open(ctx, cfg.DatabaseURL, cfg.Concurrency+2)
+	db, err := store.Open(ctx, cfg.DatabaseURL, cfg.Concurrency+2, store.WithQueryTracer(tr.QueryTracer()))
 	if err != nil {
 		return err
 	}
@@ -331,7 +343,7 @@ func serveBridge(ctx context.Context, stopSignals func(), cfg bridgeConfig, log 
 
 	// A lazy client connects on first use, so the bridge starts (and keeps
 	// its messages unacked) while Temporal is unreachable.
-	opts, err := obs.TemporalOptions(cfg.Config, log, metrics)
+	opts, err := obs.TemporalOptions(cfg.Config, log, metrics, ics...)
 	if err != nil {
 		return err
 	}

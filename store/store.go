@@ -20,7 +20,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	gormlogger "gorm.io/gorm/logger"
@@ -45,11 +47,35 @@ type Store struct {
 // New returns a Store on db, an open gorm database whose schema is current.
 func New(db *gorm.DB) *Store { return &Store{db: db} }
 
+// Option configures Open.
+type Option func(*options)
+
+type options struct {
+	tracer pgx.QueryTracer
+}
+
+// WithQueryTracer has every connection report its statements to t (pgx's
+// tracing hook: tracing.Tracing.QueryTracer makes them spans); nil: none.
+func WithQueryTracer(t pgx.QueryTracer) Option {
+	return func(o *options) { o.tracer = t }
+}
+
 // Open connects to the PostgreSQL database at url (TLS as its sslmode says)
 // with a pool of at most maxConns connections, kept open, and migrates it to
 // the current schema. Close it when done.
-func Open(ctx context.Context, url string, maxConns int) (*Store, error) {
-	db, err := gorm.Open(postgres.Open(url), &gorm.Config{Logger: gormlogger.Discard})
+func Open(ctx context.Context, url string, maxConns int, opts ...Option) (*Store, error) {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	dc := postgres.Config{DSN: url}
+	if o.tracer != nil {
+		dc.OptionOpenDB = append(dc.OptionOpenDB, stdlib.OptionBeforeConnect(func(_ context.Context, c *pgx.ConnConfig) error {
+			c.Tracer = o.tracer
+			return nil
+		}))
+	}
+	db, err := gorm.Open(postgres.New(dc), &gorm.Config{Logger: gormlogger.Discard})
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/orderflow/orderflow/config"
 	"github.com/orderflow/orderflow/internal/obs"
 	"github.com/orderflow/orderflow/internal/profiling"
+	"github.com/orderflow/orderflow/internal/tracing"
 	"github.com/orderflow/orderflow/store"
 	"github.com/orderflow/orderflow/workflows"
 )
@@ -103,7 +104,19 @@ func run(ctx context.Context, stop context.CancelFunc, args []string) error {
 func serve(ctx context.Context, stop context.CancelFunc, cfg config.Config, o options, logger *slog.Logger) error {
 	logger.Info("worker starting", "task_queue", cfg.TaskQueue, "metrics_addr", o.MetricsAddr)
 
-	db, err := store.Open(ctx, cfg.DatabaseURL, o.DBMaxOpenConns)
+	// Closed last: the spans of the last activities are flushed after the
+	// worker stopped.
+	tr, err := tracing.Start(ctx, "orderflow-worker", logger)
+	if err != nil {
+		return err
+	}
+	defer tr.Close(logger)
+	ics, err := tr.TemporalInterceptors()
+	if err != nil {
+		return err
+	}
+
+	db, err := store.Open(ctx, cfg.DatabaseURL, o.DBMaxOpenConns, store.WithQueryTracer(tr.QueryTracer()))
 	if err != nil {
 		return err
 	}
@@ -120,7 +133,7 @@ func serve(ctx context.Context, stop context.CancelFunc, cfg config.Config, o op
 		return fmt.Errorf("register metrics: %w", err)
 	}
 
-	tc, err := obs.DialTemporal(ctx, cfg, logger, m, o.TemporalWait)
+	tc, err := obs.DialTemporal(ctx, cfg, logger, m, o.TemporalWait, ics...)
 	if err != nil {
 		return err
 	}

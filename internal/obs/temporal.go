@@ -8,6 +8,7 @@ import (
 
 	"github.com/cenkalti/backoff/v5"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/orderflow/orderflow/config"
@@ -15,9 +16,11 @@ import (
 
 // TemporalOptions returns the Temporal client options of cfg
 // (config.Config.TemporalClientOptions: environment configuration, API key,
-// TLS) with the SDK logging through logger and, when m is not nil,
-// reporting its metrics into m's registry.
-func TemporalOptions(cfg config.Config, logger *slog.Logger, m *Metrics) (client.Options, error) {
+// TLS) with the SDK logging through logger, reporting its metrics into m's
+// registry when m is not nil, and with the interceptors ics (tracing's, for
+// example; a worker made from the client uses those that are also worker
+// interceptors).
+func TemporalOptions(cfg config.Config, logger *slog.Logger, m *Metrics, ics ...interceptor.ClientInterceptor) (client.Options, error) {
 	opts, err := cfg.TemporalClientOptions()
 	if err != nil {
 		return client.Options{}, err
@@ -26,13 +29,14 @@ func TemporalOptions(cfg config.Config, logger *slog.Logger, m *Metrics) (client
 	if m != nil {
 		opts.MetricsHandler = m.SDKHandler
 	}
+	opts.Interceptors = append(opts.Interceptors, ics...)
 	return opts, nil
 }
 
 // NewTemporalClient dials the Temporal frontend of cfg (TemporalOptions).
 // It fails when the frontend cannot be reached.
-func NewTemporalClient(ctx context.Context, cfg config.Config, logger *slog.Logger, m *Metrics) (client.Client, error) {
-	opts, err := TemporalOptions(cfg, logger, m)
+func NewTemporalClient(ctx context.Context, cfg config.Config, logger *slog.Logger, m *Metrics, ics ...interceptor.ClientInterceptor) (client.Client, error) {
+	opts, err := TemporalOptions(cfg, logger, m, ics...)
 	if err != nil {
 		return nil, err
 	}
@@ -48,10 +52,11 @@ func NewTemporalClient(ctx context.Context, cfg config.Config, logger *slog.Logg
 // process started together with Temporal, or during its restart, waits for
 // it instead of failing at once. It returns the last error when wait has
 // passed or ctx ends.
-func DialTemporal(ctx context.Context, cfg config.Config, logger *slog.Logger, m *Metrics, wait time.Duration) (client.Client, error) {
+func DialTemporal(ctx context.Context, cfg config.Config, logger *slog.Logger, m *Metrics, wait time.Duration,
+	ics ...interceptor.ClientInterceptor) (client.Client, error) {
 	var last error
 	c, err := backoff.Retry(ctx, func() (client.Client, error) {
-		c, err := NewTemporalClient(ctx, cfg, logger, m)
+		c, err := NewTemporalClient(ctx, cfg, logger, m, ics...)
 		last = err
 		return c, err
 	},
