@@ -18,6 +18,7 @@ import (
 	"github.com/compose-spec/compose-go/v2/types"
 
 	"github.com/orderflow/orderflow/config"
+	"github.com/orderflow/orderflow/internal/tracing"
 	"github.com/orderflow/orderflow/workflows/api"
 )
 
@@ -35,6 +36,7 @@ var composeServices = []string{
 	"postgres", "temporal", "temporal-setup", "temporal-ui",
 	"rocketmq-namesrv", "rocketmq-broker", "rocketmq-topic", "redis", "worker", "starter",
 	"rocketmq-ha-namesrv", "rocketmq-ha-broker-0", "rocketmq-ha-broker-1", "rocketmq-ha-topic",
+	"jaeger",
 }
 
 // repoRoot returns the repository's root directory (two levels up).
@@ -51,13 +53,15 @@ func repoRoot(t *testing.T) string {
 }
 
 // loadCompose parses a compose file with compose-spec's loader, as
-// `docker compose --profile ha` does, without the caller's environment.
-func loadCompose(t *testing.T, root, file string) (*types.Project, error) {
+// `docker compose --profile ha --profile tracing` does, with the variables
+// env (KEY=value) instead of the caller's environment.
+func loadCompose(t *testing.T, root, file string, env ...string) (*types.Project, error) {
 	t.Helper()
 	opts, err := cli.NewProjectOptions([]string{file},
 		cli.WithWorkingDirectory(root),
 		cli.WithName("orderflow"),
-		cli.WithProfiles([]string{"ha"}),
+		cli.WithProfiles([]string{"ha", "tracing"}),
+		cli.WithEnv(env),
 	)
 	if err != nil {
 		return nil, err
@@ -75,6 +79,9 @@ func TestDockerCompose(t *testing.T) {
 		t.Fatalf("docker-compose.yml does not load: %v", err)
 	}
 	for _, problem := range composeProblems(root, p) {
+		t.Error(problem)
+	}
+	for _, problem := range tracingProblems(t, root, filepath.Join(root, "docker-compose.yml")) {
 		t.Error(problem)
 	}
 }
@@ -104,6 +111,12 @@ func TestDockerComposeCheckFindsMistakes(t *testing.T) {
 		{"redis host", "REDIS_URL: redis://redis:6379/0", "REDIS_URL: redis://cache:6379/0", "REDIS_URL"},
 		{"redis published port", `"6379:6379"`, `"6380:6379"`, "service redis"},
 		{"bridge without redis", "      REDIS_URL: redis://redis:6379/0\n", "", "REDIS_URL"},
+		{"tracing on by default", "${OTEL_EXPORTER_OTLP_ENDPOINT:-}", "${OTEL_EXPORTER_OTLP_ENDPOINT:-http://jaeger:4318}", "on by default"},
+		{"trace backend outside the profile", "    profiles: [\"tracing\"]\n    image: jaegertracing", "    image: jaegertracing", "profile"},
+		{"grpc on the HTTP port", "${OTEL_EXPORTER_OTLP_PROTOCOL:-http/protobuf}", "${OTEL_EXPORTER_OTLP_PROTOCOL:-grpc}", "4317"},
+		{"OTLP port not published", `"4318:4318"`, `"4319:4319"`, "4318"},
+		{"tracing undocumented", "OTEL_EXPORTER_OTLP_ENDPOINT=http://jaeger:4318 docker compose --profile tracing", "docker compose --profile tracing", "document"},
+		{"unknown trace backend", "OTEL_EXPORTER_OTLP_ENDPOINT=http://jaeger:4318 docker compose", "OTEL_EXPORTER_OTLP_ENDPOINT=http://tempo:4318 docker compose", "tempo"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -121,7 +134,7 @@ func TestDockerComposeCheckFindsMistakes(t *testing.T) {
 			if err != nil {
 				t.Fatalf("mutated file does not load: %v", err)
 			}
-			problems := composeProblems(root, p)
+			problems := append(composeProblems(root, p), tracingProblems(t, root, f)...)
 			for _, pr := range problems {
 				if strings.Contains(pr, tc.want) {
 					return
@@ -456,4 +469,100 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// documentedTracing finds, in the compose file's comments, the command
+// that turns tracing on: OTEL_EXPORTER_OTLP_ENDPOINT=<url> docker compose
+// --profile tracing ...
+var documentedTracing = regexp.MustCompile(`OTEL_EXPORTER_OTLP_ENDPOINT=(\S+) docker compose --profile tracing`)
+
+// otlpPorts are the OTLP ports of each transport.
+var otlpPorts = map[string]string{tracing.ProtocolGRPC: "4317", tracing.ProtocolHTTP: "4318"}
+
+// tracingProblems checks the "tracing" profile of the compose file: the
+// worker and the bridge trace nothing by default (package tracing's rule);
+// with the variable the file documents they export to its trace backend,
+// a service of the profile only, on the OTLP port of their protocol,
+// published like the UI's.
+func tracingProblems(t *testing.T, root, file string) []string {
+	t.Helper()
+	var out []string
+	bad := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
+	text, err := os.ReadFile(file)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	off, err := loadCompose(t, root, file)
+	if err != nil {
+		return []string{fmt.Sprintf("compose file does not load: %v", err)}
+	}
+	for _, svc := range []string{"worker", "starter"} {
+		e := env(off, svc)
+		if _, ok := e[tracing.EnvEndpoint]; !ok {
+			bad("service %s: %s not set (the way to turn tracing on)", svc, tracing.EnvEndpoint)
+		}
+		s, err := tracing.FromEnv(lookup(e))
+		switch {
+		case err != nil:
+			bad("service %s: tracing settings: %v", svc, err)
+		case s.On:
+			bad("service %s: tracing is on by default (%s)", svc, s.Why)
+		}
+	}
+	m := documentedTracing.FindSubmatch(text)
+	if m == nil {
+		return append(out, "the compose file does not document how to turn tracing on (OTEL_EXPORTER_OTLP_ENDPOINT=... docker compose --profile tracing)")
+	}
+	endpoint := string(m[1])
+	on, err := loadCompose(t, root, file, tracing.EnvEndpoint+"="+endpoint)
+	if err != nil {
+		return append(out, fmt.Sprintf("compose file does not load with %s=%s: %v", tracing.EnvEndpoint, endpoint, err))
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Hostname() == "" {
+		return append(out, fmt.Sprintf("documented %s=%s is not a URL", tracing.EnvEndpoint, endpoint))
+	}
+	backend, ok := on.Services[u.Hostname()]
+	if !ok {
+		return append(out, fmt.Sprintf("documented %s=%s: no service %s", tracing.EnvEndpoint, endpoint, u.Hostname()))
+	}
+	if !slices.Equal(backend.Profiles, []string{"tracing"}) {
+		bad("service %s: profiles %q, want only the \"tracing\" profile (started only when asked for)", backend.Name, backend.Profiles)
+	}
+	published := func(port string) bool {
+		for _, p := range backend.Ports {
+			if p.Published == port && strconv.Itoa(int(p.Target)) == port {
+				return true
+			}
+		}
+		return false
+	}
+	for _, port := range []string{"4317", "4318", "16686"} {
+		if !published(port) {
+			bad("service %s: want port %s published to container port %s, have %v", backend.Name, port, port, backend.Ports)
+		}
+	}
+	for _, svc := range []string{"worker", "starter"} {
+		e := env(on, svc)
+		s, err := tracing.FromEnv(lookup(e))
+		switch {
+		case err != nil:
+			bad("service %s with %s=%s: %v", svc, tracing.EnvEndpoint, endpoint, err)
+		case !s.On:
+			bad("service %s: tracing stays off with %s=%s (%s)", svc, tracing.EnvEndpoint, endpoint, s.Why)
+		case e[tracing.EnvEndpoint] != endpoint:
+			bad("service %s: %s = %q, want the given %q", svc, tracing.EnvEndpoint, e[tracing.EnvEndpoint], endpoint)
+		case u.Port() != otlpPorts[s.Protocol]:
+			bad("service %s: exports over %s to %s, but OTLP over %s is port %s", svc, s.Protocol, endpoint, s.Protocol, otlpPorts[s.Protocol])
+		}
+	}
+	return out
+}
+
+// lookup reads a service's environment as os.LookupEnv reads the process's.
+func lookup(e map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		v, ok := e[k]
+		return v, ok
+	}
 }
