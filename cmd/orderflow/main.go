@@ -11,11 +11,13 @@
 //	orderflow prune [flags]     remove the order_events rows and dead letters of orders terminal for longer than -older-than
 //	orderflow migrate [flags]   apply the pending schema migrations, then exit
 //	orderflow gaps [flags]      holes in the producers' sequences: suspected lost messages
+//	orderflow lag [flags]       the consumer group's backlog on the broker, per queue (-json for scripts)
 //
 // Every subcommand takes the same configuration as the worker and the
 // bridge (flags and environment variables; `orderflow SUBCOMMAND -h` lists
 // them) and exits 0 on success, 1 on a failure, a finding or a not-found, 2
-// on bad usage. A service that cannot be reached is named with its address,
+// on bad usage. A backlog is not a finding: lag exits 0 whatever it reports,
+// 1 when it cannot read the offsets. A service that cannot be reached is named with its address,
 // never a password.
 package main
 
@@ -48,6 +50,7 @@ var commands = []command{
 	{"prune", "remove the details of orders finished long ago: prune -older-than 30d [-dry-run]", runPrune},
 	{"migrate", "apply the pending schema migrations, then exit (the worker and the bridge also migrate on start)", runMigrate},
 	{"gaps", "holes in the producers' sequences [-producer ID] [-gap-window 5m]; exit 1 on a suspected loss", runGaps},
+	{"lag", "the consumer group's backlog on the broker, per queue of the topic and its retry topic [-json]", runLag},
 }
 
 // errUsage marks an error about the command line (exit status 2).
