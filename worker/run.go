@@ -8,12 +8,16 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/orderflow/orderflow/activities"
 	"github.com/orderflow/orderflow/config"
+	"github.com/orderflow/orderflow/internal/backlog"
+	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/internal/obs"
 	"github.com/orderflow/orderflow/internal/profiling"
 	"github.com/orderflow/orderflow/internal/tracing"
@@ -34,6 +38,7 @@ type options struct {
 	ActivitiesPerSecond  float64
 	ShutdownHTTPDeadline time.Duration
 	TemporalWait         time.Duration
+	BrokerLagInterval    time.Duration
 }
 
 // parse reads the configuration: defaults, then environment, then flags.
@@ -44,8 +49,12 @@ func parse(args []string, out io.Writer) (config.Config, options, error) {
 	cfg.RegisterTemporal(s)
 	cfg.RegisterDatabase(s)
 	cfg.RegisterLog(s)
-	// The topic is recorded on the dead letters of conflicting events.
-	s.String(&cfg.Topic, config.DefaultTopic, config.Topic)
+	// The topic is recorded on the dead letters of conflicting events; the
+	// RocketMQ settings and the bridge's consumer group serve the
+	// broker-side backlog metric, which the worker exports whether or not
+	// a bridge runs.
+	cfg.RegisterRocketMQ(s)
+	cfg.RegisterConsumerGroup(s)
 	w := func(flag, env, usage string) config.Setting {
 		return config.Setting{Flag: flag, Env: "ORDERFLOW_WORKER_" + env, Usage: usage}
 	}
@@ -59,6 +68,8 @@ func parse(args []string, out io.Writer) (config.Config, options, error) {
 	s.Int(&o.WorkflowPollers, 4, w("workflow-pollers", "WORKFLOW_POLLERS", "workflow task pollers (0: SDK default)"))
 	s.Int(&o.DBMaxOpenConns, 20, w("db-max-open-conns", "DB_MAX_OPEN_CONNS", "PostgreSQL connections at most"))
 	s.Float(&o.ActivitiesPerSecond, 0, w("activities-per-second", "ACTIVITIES_PER_SECOND", "rate limit of this worker's activities (0: none)"))
+	s.Duration(&o.BrokerLagInterval, backlog.DefaultInterval, w("broker-lag-interval", "BROKER_LAG_INTERVAL",
+		"how often to read the consumer group's offsets from the brokers for "+backlog.LagMetric+" (0: never)"))
 	o.ShutdownHTTPDeadline = 5 * time.Second
 	if err := s.Parse(args, nil); err != nil {
 		return cfg, o, err
@@ -77,6 +88,16 @@ func parse(args []string, out io.Writer) (config.Config, options, error) {
 	}
 	if o.StopTimeout < 0 {
 		return cfg, o, fmt.Errorf("-stop-timeout must be >= 0, got %s", o.StopTimeout)
+	}
+	if o.BrokerLagInterval < 0 {
+		return cfg, o, fmt.Errorf("-broker-lag-interval must be >= 0, got %s", o.BrokerLagInterval)
+	}
+	if o.BrokerLagInterval > 0 {
+		for name, v := range map[string]string{"rocketmq-namesrv": cfg.RocketMQNamesrv, "topic": cfg.Topic, "consumer-group": cfg.ConsumerGroup} {
+			if strings.TrimSpace(v) == "" {
+				return cfg, o, fmt.Errorf("-%s must not be empty (or -broker-lag-interval 0)", name)
+			}
+		}
 	}
 	return cfg, o, nil
 }
@@ -132,6 +153,11 @@ func serve(ctx context.Context, stop context.CancelFunc, cfg config.Config, o op
 	if err != nil {
 		return fmt.Errorf("register metrics: %w", err)
 	}
+	stopLag, err := startBrokerLag(ctx, cfg, o.BrokerLagInterval, m.Registry, logger)
+	if err != nil {
+		return err
+	}
+	defer stopLag()
 
 	tc, err := obs.DialTemporal(ctx, cfg, logger, m, o.TemporalWait, ics...)
 	if err != nil {
@@ -196,4 +222,45 @@ func serve(ctx context.Context, stop context.CancelFunc, cfg config.Config, o op
 		return runErr
 	}
 	return nil
+}
+
+// startBrokerLag exports the consumer group's broker-side backlog on reg,
+// read every interval in the background until ctx is done or the returned
+// stop is called; interval 0 turns it off. The backlog never stops the
+// worker: a reader that cannot even be made (a name server list the client
+// refuses) fails every read instead, counted and logged like any failure.
+func startBrokerLag(ctx context.Context, cfg config.Config, interval time.Duration, reg prometheus.Registerer, logger *slog.Logger) (func(), error) {
+	if interval == 0 {
+		return func() {}, nil
+	}
+	// The reader is the worker's only RocketMQ client: its failures come
+	// back as errors, which the collector counts and logs once per series,
+	// so the client's own log lines (one per failed connection) are off.
+	mq.UseSlog(logger, slog.LevelError+4)
+	r, readerErr := backlog.NewReader(backlog.Config{NameServer: cfg.RocketMQNamesrv, AccessKey: cfg.RocketMQAccessKey,
+		SecretKey: cfg.RocketMQSecretKey, Topic: cfg.Topic, Group: cfg.ConsumerGroup})
+	read := func(context.Context) (backlog.Report, error) { return backlog.Report{}, readerErr }
+	if readerErr == nil {
+		read = r.Read
+	}
+	c := backlog.NewCollector(read, interval, logger.With("topic", cfg.Topic, "group", cfg.ConsumerGroup))
+	if err := reg.Register(c); err != nil {
+		if r != nil {
+			_ = r.Close()
+		}
+		return nil, fmt.Errorf("register metrics: %w", err)
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.Run(lctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+		if r != nil {
+			_ = r.Close()
+		}
+	}, nil
 }

@@ -14,15 +14,20 @@ import (
 )
 
 // TestWorkerNeverShowsSecrets plants a secret in every secret setting —
-// the database password (a role of its own), a Temporal API key — and looks
+// the database password (a role of its own), a Temporal API key, a
+// RocketMQ secret key — and looks
 // for them everywhere the worker speaks: -h, a usage error, a start-up
 // failure, every log line of a run at debug level, /metrics, /healthz,
 // /readyz and /debug/pprof/cmdline (with the secrets given as flags too).
 func TestWorkerNeverShowsSecrets(t *testing.T) {
 	dsn, dbPassword := testenv.NewDatabaseWithSecret(t)
 	apiKey := "planted-api-key-" + time.Now().Format("150405.000000")
-	secrets := []string{dbPassword, apiKey}
+	// The RocketMQ secret key signs the reads of the broker-side backlog
+	// (a broker without ACL ignores the signature).
+	rmqSecret := "planted-rocketmq-secret-" + time.Now().Format("150405.000000")
+	secrets := []string{dbPassword, apiKey, rmqSecret}
 	env := []string{"DATABASE_URL=" + dsn, "TEMPORAL_API_KEY=" + apiKey, "TEMPORAL_TLS=false",
+		"ROCKETMQ_ACCESS_KEY=planted-access-key", "ROCKETMQ_SECRET_KEY=" + rmqSecret,
 		"ORDERFLOW_TASK_QUEUE=" + uniq.Name("secrets"), "ORDERFLOW_LOG_LEVEL=debug"}
 	run := func(args ...string) (int, string) {
 		code, out, err := procs.Run(context.Background(), procs.Spec{Name: "worker", Path: workerBinary(t), Args: args, Env: env})
@@ -53,7 +58,8 @@ func TestWorkerNeverShowsSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := startWorker(t, dsn, uniq.Name("secrets"), "-pprof-addr", pprof,
-		"-database-url", dsn, "-temporal-api-key", apiKey, "-temporal-tls", "false", "-log-level", "debug")
+		"-database-url", dsn, "-temporal-api-key", apiKey, "-temporal-tls", "false", "-log-level", "debug",
+		"-rocketmq-secret-key", rmqSecret, "-broker-lag-interval", "1s")
 	for _, path := range []string{"/metrics", "/healthz", "/readyz"} {
 		status, body := p.get(path)
 		if status != http.StatusOK {

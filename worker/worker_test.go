@@ -24,12 +24,16 @@ import (
 func TestParseDefaultsEnvAndFlags(t *testing.T) {
 	t.Setenv("ORDERFLOW_TASK_QUEUE", "from-env")
 	t.Setenv("ORDERFLOW_WORKER_METRICS_ADDR", "127.0.0.1:9999")
+	t.Setenv("ORDERFLOW_CONSUMER_GROUP", "from-env-group")
 	cfg, o, err := parse(nil, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.TaskQueue != "from-env" || o.MetricsAddr != "127.0.0.1:9999" || o.StopTimeout != 30*time.Second {
 		t.Errorf("from env: task queue %q metrics %q stop %v", cfg.TaskQueue, o.MetricsAddr, o.StopTimeout)
+	}
+	if cfg.ConsumerGroup != "from-env-group" || o.BrokerLagInterval != 15*time.Second {
+		t.Errorf("from env: consumer group %q, broker lag interval %v", cfg.ConsumerGroup, o.BrokerLagInterval)
 	}
 	if opts, err := cfg.TemporalClientOptions(); err != nil || (opts.HostPort != "127.0.0.1:7233" && os.Getenv("TEMPORAL_ADDRESS") == "") {
 		t.Errorf("default temporal address %q (%v)", opts.HostPort, err)
@@ -49,12 +53,19 @@ func TestParseRejectsBadInput(t *testing.T) {
 		{"-max-concurrent-activities", "-1"},
 		{"-db-max-open-conns", "0"},
 		{"-stop-timeout", "soon"},
+		{"-broker-lag-interval", "-1s"},
+		{"-consumer-group", ""},
+		{"-rocketmq-namesrv", " "},
 		{"-no-such-flag"},
 		{"extra"},
 	} {
 		if _, _, err := parse(args, io.Discard); err == nil {
 			t.Errorf("parse(%q) succeeded", args)
 		}
+	}
+	// Without the broker-side lag, no RocketMQ setting is needed.
+	if _, _, err := parse([]string{"-broker-lag-interval", "0", "-consumer-group", ""}, io.Discard); err != nil {
+		t.Errorf("-broker-lag-interval 0 with no consumer group: %v", err)
 	}
 	if _, _, err := parse([]string{"-h"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("-h: err = %v", err)
