@@ -13,8 +13,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/rlog"
@@ -43,7 +45,61 @@ func credentials(accessKey, secretKey string) primitive.Credentials {
 }
 
 func resolver(addrs []string) primitive.NsResolver {
-	return primitive.NewPassthroughResolver(addrs)
+	return dnsResolver{addrs: addrs}
+}
+
+// dnsResolver hands the client the name servers' addresses with host
+// names resolved to IP addresses, afresh on every call: the client accepts
+// only IP addresses (it refuses "rocketmq-namesrv:9876" with "IP addr
+// error"), and in docker-compose or Kubernetes the name servers are known
+// by name and their addresses change when they restart. A name that does
+// not resolve is handed over as it is, so the client's error names it.
+type dnsResolver struct {
+	addrs []string
+}
+
+// Resolve returns every address with each host name replaced by the
+// addresses it resolves to.
+func (r dnsResolver) Resolve() []string {
+	out := make([]string, 0, len(r.addrs))
+	for _, a := range r.addrs {
+		out = append(out, resolveHost(a)...)
+	}
+	return out
+}
+
+// Description names the configured addresses.
+func (r dnsResolver) Description() string {
+	return "name servers " + strings.Join(r.addrs, ",")
+}
+
+// resolveHost resolves the host of host:port; an IP address, an address
+// without a port or a host that does not resolve comes back unchanged.
+func resolveHost(addr string) []string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || net.ParseIP(host) != nil {
+		return []string{addr}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ips, err := net.DefaultResolver.LookupHost(ctx, host)
+	if err != nil || len(ips) == 0 {
+		return []string{addr}
+	}
+	// IPv4 first and alone when there is one: "localhost" resolves to
+	// ::1 too, where a name server listening on 0.0.0.0 does not answer.
+	var v4, v6 []string
+	for _, ip := range ips {
+		if p := net.ParseIP(ip); p != nil && p.To4() != nil {
+			v4 = append(v4, net.JoinHostPort(ip, port))
+		} else {
+			v6 = append(v6, net.JoinHostPort(ip, port))
+		}
+	}
+	if len(v4) > 0 {
+		return v4
+	}
+	return v6
 }
 
 var logOnce sync.Once

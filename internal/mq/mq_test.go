@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -392,4 +393,33 @@ func TestCreateTopicGivesUpWhenTheBrokerIsUnreachable(t *testing.T) {
 	if err == nil || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("CreateTopic against a closed port: %v, want a deadline error", err)
 	}
+}
+
+// TestNameServerByHostName: the client accepts only IP addresses, so a
+// name server given by host name (as docker-compose and Kubernetes name
+// it) is resolved first; a producer and a consumer configured with
+// "localhost" exchange a message.
+func TestNameServerByHostName(t *testing.T) {
+	namesrv := testenv.RocketMQNamesrv(t)
+	_, port, err := net.SplitHostPort(strings.Split(namesrv, ",")[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := net.JoinHostPort("localhost", port)
+	topic := uniq.Name("mqhost")
+	testenv.CreateTopic(t, topic, 1)
+	p, err := mq.NewProducer(byName)
+	if err != nil {
+		t.Fatalf("NewProducer(%s): %v", byName, err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	body := []byte(uniq.Name("by-host-name"))
+	if _, err := p.Publish(context.Background(), mq.Message{Topic: topic, Body: body, Keys: "k", Tag: "T"}); err != nil {
+		t.Fatalf("publish through %s: %v", byName, err)
+	}
+	var got received
+	newConsumer(t, mq.ConsumerConfig{NameServer: byName, Topic: topic, Group: uniq.Name("mqhost-g")},
+		func(_ context.Context, m *primitive.MessageExt) error { got.add(m); return nil })
+	waitFor(t, "the message through a name server given by host name", 60*time.Second,
+		func() bool { return len(got.get(string(body))) > 0 })
 }

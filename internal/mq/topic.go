@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/apache/rocketmq-client-go/v2/admin"
-	"github.com/apache/rocketmq-client-go/v2/primitive"
 )
 
 // CreateTopic creates topic name with the given number of read and write
@@ -22,7 +21,7 @@ func CreateTopic(ctx context.Context, namesrv []string, brokerAddr, name string,
 	for {
 		// A fresh admin client per attempt: the client caches topic routes.
 		err := func() error {
-			a, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver(namesrv)))
+			a, err := admin.NewAdmin(admin.WithResolver(resolver(namesrv)))
 			if err != nil {
 				return fmt.Errorf("RocketMQ admin client: %w", err)
 			}
