@@ -20,6 +20,11 @@
 // (also across processes sharing the ID); use one producer ID per instance
 // for parallel streams.
 //
+// Producer.Skip is the one way to make a hole: it spends a number without
+// sending anything, to simulate a lost message in tests and demonstrations,
+// and Producer.SendSkipped sends a message with such a number later, as a
+// late arrival.
+//
 // Tracing: each Send is an OpenTelemetry span, "send <topic>" (kind
 // producer), a child of the span in the caller's context, made with the
 // global tracer provider (a no-op unless the caller's process set one). The
