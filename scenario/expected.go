@@ -32,6 +32,12 @@ type Expected struct {
 	Keys []PublishedKey `json:"keys"`
 	// Lost is every generated event that is never published.
 	Lost []PublishedKey `json:"lost,omitempty"`
+	// Holes are the sequence numbers the first phase's producer spent on
+	// lost events without sending them, as Publish reported them (the
+	// publish command records them): the late phase sends a lost event it
+	// publishes with its number, so only the holes of Lost stay open (see
+	// OpenHoles).
+	Holes []Hole `json:"holes,omitempty"`
 	// Conflicts is every business key published with two contents.
 	Conflicts []ExpectedConflict `json:"conflicts,omitempty"`
 	// Bad is every bad message published.
@@ -63,6 +69,36 @@ func (e *Expected) PublishedKeys() []PublishedKey {
 	}
 	return out
 }
+
+// OpenHoles returns the holes the phases published so far leave open: those
+// whose lost event has not been published.
+func (e *Expected) OpenHoles() []Hole {
+	published := map[Key]bool{}
+	for _, k := range e.PublishedKeys() {
+		published[k.Key()] = true
+	}
+	var out []Hole
+	for _, h := range e.Holes {
+		if !published[h.Key()] {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// Hole is a sequence number spent on a lost event without sending it: a
+// hole consumers find in the producer's sequence until a message with the
+// number arrives.
+type Hole struct {
+	ProducerID string `json:"producer_id"`
+	Seq        int64  `json:"seq"`
+	// OrderID and Version name the lost event.
+	OrderID string `json:"order_id"`
+	Version int64  `json:"version"`
+}
+
+// Key returns the business key of the lost event.
+func (h Hole) Key() Key { return Key{OrderID: h.OrderID, Version: h.Version} }
 
 // ExpectedOrder is one order's expected final state: the snapshot of its
 // highest-version event of the first phase. (The late phase never changes

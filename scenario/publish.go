@@ -15,13 +15,22 @@ type Publisher interface {
 	Publish(ctx context.Context, m mq.Message) (mq.Receipt, error)
 }
 
-// EventSender sends one valid event the way upstream services do: given
-// the event's generated JSON body, it sends the event numbered in its
-// producer's sequence (its own producer_id and seq in place of the
-// generated ones) and returns the body as sent. orderflow publish wraps
-// package producer in one.
+// EventSender sends valid events the way upstream services do, numbered
+// in its producer's sequence (its own producer_id and seq in place of the
+// generated ones), and loses events as a broker that lost a message would:
+// their numbers spent, nothing sent. orderflow publish wraps package
+// producer in one.
 type EventSender interface {
+	// SendEvent sends the event of a generated JSON body with the
+	// producer's next number and returns the body as sent.
 	SendEvent(ctx context.Context, body []byte) ([]byte, error)
+	// SkipSeq spends the producer's next number without sending anything
+	// and returns the producer ID and the number: a hole in the sequence.
+	SkipSeq(ctx context.Context) (producerID string, seq int64, err error)
+	// SendSkipped sends the event of a generated JSON body numbered seq,
+	// a number SkipSeq returned (closing that hole), and returns the body
+	// as sent.
+	SendSkipped(ctx context.Context, body []byte, seq int64) ([]byte, error)
 }
 
 // PublishOptions configures Publish.
@@ -43,11 +52,25 @@ type PublishOptions struct {
 	// sent through it repeats, raw, the bytes sent, as a producer retry
 	// does; a duplicate of a message sent earlier (by another call) goes
 	// through it too. Bad messages always go raw through the Publisher.
+	//
+	// Through it, the events a message lists as LostAfter spend their
+	// sequence numbers, after the message is sent; without it, the
+	// generated numbers of lost events are the holes.
 	Events EventSender
+	// Holes are the numbers an earlier call spent on lost events
+	// (Expected.Holes): a lost event this call publishes (a KindEvent
+	// message with a hole's business key) goes out through Events with
+	// its hole's number, as a late arrival.
+	Holes []Hole
+	// OnHole, when set, is called with each number spent on a lost event,
+	// in publish order; the publish command records them in the expected
+	// state.
+	OnHole func(Hole)
 }
 
 // Publish sends msgs in order, one at a time, so that the events of one
-// order reach their queue in publish order.
+// order reach their queue in publish order. After a message, it loses the
+// events the message lists as LostAfter (see PublishOptions.Events).
 func Publish(ctx context.Context, p Publisher, msgs []Message, o PublishOptions) error {
 	if o.Topic == "" {
 		return errors.New("scenario: publish: topic is empty")
@@ -65,6 +88,23 @@ func Publish(ctx context.Context, p Publisher, msgs []Message, o PublishOptions)
 	}
 	start := time.Now()
 	sent := map[string][]byte{} // generated body -> body as sent through Events
+	holes := map[Key]int64{}
+	for _, h := range o.Holes {
+		holes[h.Key()] = h.Seq
+	}
+	try := func(i int, keys string, what func() error) error {
+		var err error
+		for a := 1; a <= attempts; a++ {
+			if err = what(); err == nil {
+				return nil
+			}
+			slog.Warn("publish failed, retrying", "message", i, "keys", keys, "attempt", a, "err", err)
+			if serr := sleep(ctx, time.Duration(a)*250*time.Millisecond); serr != nil {
+				break
+			}
+		}
+		return fmt.Errorf("scenario: publish message %d of %d (keys %s): %w", i+1, len(msgs), keys, err)
+	}
 	for i, m := range msgs {
 		if interval > 0 {
 			if err := sleep(ctx, time.Until(start.Add(time.Duration(i)*interval))); err != nil {
@@ -79,9 +119,18 @@ func Publish(ctx context.Context, p Publisher, msgs []Message, o PublishOptions)
 		}
 		if o.Events != nil {
 			b, repeat := sent[string(m.Msg.Body)]
+			seq, late := holes[m.Event.Key()]
 			switch {
 			case m.Kind == KindDuplicate && repeat:
 				msg.Body = b
+			case m.Kind == KindEvent && late:
+				send = func() error {
+					b, err := o.Events.SendSkipped(ctx, m.Msg.Body, seq)
+					if err == nil {
+						sent[string(m.Msg.Body)] = b
+					}
+					return err
+				}
 			case m.Kind != KindBad:
 				send = func() error {
 					b, err := o.Events.SendEvent(ctx, m.Msg.Body)
@@ -92,18 +141,26 @@ func Publish(ctx context.Context, p Publisher, msgs []Message, o PublishOptions)
 				}
 			}
 		}
-		var err error
-		for a := 1; a <= attempts; a++ {
-			if err = send(); err == nil {
-				break
-			}
-			slog.Warn("publish failed, retrying", "message", i, "keys", msg.Keys, "attempt", a, "err", err)
-			if serr := sleep(ctx, time.Duration(a)*250*time.Millisecond); serr != nil {
-				break
-			}
+		if err := try(i, msg.Keys, send); err != nil {
+			return err
 		}
-		if err != nil {
-			return fmt.Errorf("scenario: publish message %d of %d (keys %s): %w", i+1, len(msgs), msg.Keys, err)
+		for _, e := range m.LostAfter {
+			h := Hole{ProducerID: e.ProducerID, Seq: e.Seq, OrderID: e.OrderID, Version: e.Version}
+			if o.Events != nil {
+				err := try(i, msg.Keys, func() error {
+					var err error
+					if h.ProducerID, h.Seq, err = o.Events.SkipSeq(ctx); err != nil {
+						return fmt.Errorf("lose %s after it: %w", e.Key(), err)
+					}
+					return nil
+				})
+				if err != nil {
+					return err
+				}
+			}
+			if o.OnHole != nil {
+				o.OnHole(h)
+			}
 		}
 		if o.Progress != nil {
 			o.Progress(i + 1)

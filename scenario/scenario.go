@@ -7,7 +7,8 @@
 // full snapshot with a producer ID and sequence number. Distortions are then
 // applied, each configurable: duplicates (the same body sent again, as a
 // producer retry does), reordering (an order's events shuffled; orders
-// interleaved at random), lost events (a middle version never published),
+// interleaved at random), lost events (a middle version never published,
+// though the producer spends its sequence number: a hole in the sequence),
 // conflicts (a second event with an existing business key and different
 // content), a user change on cancellation (the cancelling event names another
 // user and amount than the payment) and bad messages (malformed JSON, wrong
@@ -167,6 +168,12 @@ type Message struct {
 	Msg mq.Message `json:"-"`
 	// Event is the event carried (zero for a bad message).
 	Event Event `json:"-"`
+	// LostAfter are the lost events that would have been sent right after
+	// this message (it carries the order's previous version): when
+	// publishing, the producer spends their sequence numbers after sending
+	// it, but never sends them (see Publish). Consumers of Messages that
+	// deliver them directly ignore it: a lost event is not delivered.
+	LostAfter []Event `json:"-"`
 }
 
 // Scenario is a generated scenario: the messages in publish order and what
@@ -360,6 +367,9 @@ func (g *generator) run() (*Scenario, error) {
 	}
 
 	msgs, dups := g.duplicate(msgs)
+	if err := loseAfter(msgs, plans); err != nil {
+		return nil, err
+	}
 
 	late, lateKeys, lateConflicts, lateDups, err := g.latePhase(plans, conflicted)
 	if err != nil {
@@ -418,6 +428,27 @@ func (g *generator) run() (*Scenario, error) {
 		}
 	}
 	return &Scenario{Messages: msgs, Late: late, Expected: exp}, nil
+}
+
+// loseAfter attaches each lost event to the first copy of its order's
+// previous version in msgs: the producer would have sent it next.
+func loseAfter(msgs []Message, plans []*orderPlan) error {
+	at := map[Key]int{}
+	for i, m := range msgs {
+		if m.Kind == KindEvent {
+			at[m.Event.Key()] = i
+		}
+	}
+	for _, p := range plans {
+		for _, e := range p.lost {
+			i, ok := at[Key{OrderID: e.OrderID, Version: e.Version - 1}]
+			if !ok {
+				return fmt.Errorf("scenario: lost event %s has no published previous version", e.Key())
+			}
+			msgs[i].LostAfter = append(msgs[i].LostAfter, e)
+		}
+	}
+	return nil
 }
 
 func containsEvent(es []Event, e Event) bool {

@@ -43,7 +43,7 @@ func TestGenerateIsDeterministic(t *testing.T) {
 		t.Fatalf("late phase: %d and %d messages in all", len(am), len(bm))
 	}
 	for i := range am {
-		if !bytes.Equal(am[i].Msg.Body, bm[i].Msg.Body) || am[i].Kind != bm[i].Kind {
+		if !bytes.Equal(am[i].Msg.Body, bm[i].Msg.Body) || am[i].Kind != bm[i].Kind || !reflect.DeepEqual(am[i].LostAfter, bm[i].LostAfter) {
 			t.Fatalf("same seed, message %d differs:\n%s\n%s", i, am[i].Msg.Body, bm[i].Msg.Body)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/orderflow/orderflow/config"
@@ -21,7 +22,9 @@ import (
 // records that in FILE. The valid events go through package producer, as an
 // upstream service sends them: numbered in the run's producer sequence,
 // which lives in DATABASE_URL; duplicates and bad messages are published
-// raw.
+// raw. A lost event spends the number it would have had without being sent
+// (the holes are recorded in the file), and goes out with that number if
+// the late phase publishes it.
 func runPublish(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var (
 		cfg  config.Config
@@ -91,7 +94,9 @@ func runPublish(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fmt.Fprintf(stdout, "publishing run %s (seed %d) to topic %s: %d orders, %d messages (%d events, %d duplicates, %d conflicts, %d bad; %d reordered orders, %d lost events, %d user changes)\n",
 		o.Prefix, o.Seed, cfg.Topic, c.Orders, len(sc.Messages), c.Events, c.Duplicates, c.Conflicts, c.Bad, c.Reordered, c.Lost, c.UserChanges)
 	began := time.Now()
-	if err := scenario.Publish(ctx, pr, sc.Messages, scenario.PublishOptions{Topic: cfg.Topic, Rate: rate, Events: events}); err != nil {
+	err = scenario.Publish(ctx, pr, sc.Messages, scenario.PublishOptions{Topic: cfg.Topic, Rate: rate, Events: events,
+		OnHole: func(h scenario.Hole) { exp.Holes = append(exp.Holes, h) }})
+	if err != nil {
 		return err
 	}
 	if err := exp.WriteFile(out); err != nil {
@@ -103,6 +108,9 @@ func runPublish(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	fmt.Fprintf(stdout, "published %d messages in %s (%s); expected state written to %s\n",
 		len(sc.Messages), time.Since(began).Round(time.Millisecond), numbered, out)
+	if len(exp.Holes) > 0 {
+		fmt.Fprintf(stdout, "lost %d events: their numbers spent, never sent (seq %s)\n", len(exp.Holes), holeSeqs(exp.Holes))
+	}
 	if len(sc.Late) > 0 {
 		fmt.Fprintf(stdout, "late phase: %d messages (%d illegal events); once the run has settled (orderflow check -expected %s), publish them with: orderflow publish -late %s\n",
 			len(sc.Late), c.Illegal, out, out)
@@ -143,7 +151,8 @@ func publishLate(ctx context.Context, cfg config.Config, path string, rate float
 	fmt.Fprintf(stdout, "publishing the late phase of run %s to topic %s: %d messages (%d illegal events)\n",
 		exp.Prefix, cfg.Topic, len(sc.Late), sc.Expected.Counts.Illegal)
 	began := time.Now()
-	if err := scenario.Publish(ctx, pr, sc.Late, scenario.PublishOptions{Topic: cfg.Topic, Rate: rate, Events: events}); err != nil {
+	if err := scenario.Publish(ctx, pr, sc.Late, scenario.PublishOptions{Topic: cfg.Topic, Rate: rate, Events: events,
+		Holes: exp.Holes}); err != nil {
 		return err
 	}
 	exp.Phases = sc.Expected.Phases
@@ -156,7 +165,19 @@ func publishLate(ctx context.Context, cfg config.Config, path string, rate float
 	}
 	fmt.Fprintf(stdout, "published %d messages in %s (%s); expected state updated in %s\n",
 		len(sc.Late), time.Since(began).Round(time.Millisecond), numbered, path)
+	if closed := len(exp.Holes) - len(exp.OpenHoles()); closed > 0 {
+		fmt.Fprintf(stdout, "%d lost events arrived late with their numbers; still lost: %d\n", closed, len(exp.OpenHoles()))
+	}
 	return nil
+}
+
+// holeSeqs renders the numbers of holes as "4, 17, 30".
+func holeSeqs(hs []scenario.Hole) string {
+	seqs := make([]string, len(hs))
+	for i, h := range hs {
+		seqs[i] = fmt.Sprint(h.Seq)
+	}
+	return strings.Join(seqs, ", ")
 }
 
 func newPublisher(cfg config.Config, prefix string) (*mq.Producer, error) {
@@ -203,6 +224,27 @@ func (s *eventSender) SendEvent(ctx context.Context, body []byte) ([]byte, error
 		return nil, fmt.Errorf("generated event does not decode: %w", err)
 	}
 	sent, err := s.p.Send(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	return sent.Body, nil
+}
+
+// SkipSeq spends the producer's next number without sending anything: a
+// lost event.
+func (s *eventSender) SkipSeq(ctx context.Context) (string, int64, error) {
+	seq, err := s.p.Skip(ctx)
+	return s.id, seq, err
+}
+
+// SendSkipped sends the event of a generated body numbered seq, a number
+// SkipSeq spent, and returns the body as sent.
+func (s *eventSender) SendSkipped(ctx context.Context, body []byte, seq int64) ([]byte, error) {
+	e, err := message.Decode(body)
+	if err != nil {
+		return nil, fmt.Errorf("generated event does not decode: %w", err)
+	}
+	sent, err := s.p.SendSkipped(ctx, e, seq)
 	if err != nil {
 		return nil, err
 	}

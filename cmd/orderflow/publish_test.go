@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
@@ -25,13 +26,18 @@ import (
 // of a scenario, in order: the valid events numbered 1, 2, 3 … in
 // producerID's sequence, a duplicate the bytes of the message it repeats
 // when that went out in the same phase (else numbered anew), bad messages
-// as generated; and the last number each phase used.
-func asPublished(t *testing.T, producerID string, phases ...[]scenario.Message) ([]string, []int64) {
+// as generated; a lost event spends the number after its message's and is
+// not sent, until a later phase publishes it with that number. It returns
+// the bodies, the last number each phase used, and the numbers spent on
+// lost events.
+func asPublished(t *testing.T, producerID string, phases ...[]scenario.Message) ([]string, []int64, []scenario.Hole) {
 	t.Helper()
 	var (
-		out  []string
-		last []int64
+		out   []string
+		last  []int64
+		holes []scenario.Hole
 	)
+	holeOf := map[scenario.Key]int64{}
 	seq := int64(0)
 	for _, msgs := range phases {
 		numbered := map[string]string{}
@@ -46,8 +52,13 @@ func asPublished(t *testing.T, producerID string, phases ...[]scenario.Message) 
 				if err != nil {
 					t.Fatal(err)
 				}
-				seq++
-				e.ProducerID, e.Seq = producerID, seq
+				if n, lost := holeOf[m.Event.Key()]; lost && m.Kind == scenario.KindEvent {
+					e.Seq = n
+				} else {
+					seq++
+					e.Seq = seq
+				}
+				e.ProducerID = producerID
 				b, err := message.Encode(e)
 				if err != nil {
 					t.Fatal(err)
@@ -56,19 +67,25 @@ func asPublished(t *testing.T, producerID string, phases ...[]scenario.Message) 
 				body = string(b)
 			}
 			out = append(out, body)
+			for _, l := range m.LostAfter {
+				seq++
+				holeOf[l.Key()] = seq
+				holes = append(holes, scenario.Hole{ProducerID: producerID, Seq: seq, OrderID: l.OrderID, Version: l.Version})
+			}
 		}
 		last = append(last, seq)
 	}
-	return out, last
+	return out, last, holes
 }
 
 // TestPublishOnBroker publishes a scenario with the publish command to a
 // fresh topic of the real broker, then its late phase with -late, reads it
 // back and checks the contract's keys, tag and sharding key, the per-order
 // publish order, the producer's sequence numbers (1 … n across both phases,
-// no holes; a duplicate repeats its original's), and that the
-// expected-state file reproduces exactly what was sent and records the
-// phases published.
+// a duplicate repeating its original's, holes only where an event was lost
+// for good), and that the expected-state file reproduces exactly what was
+// sent and records the phases published and the numbers spent on lost
+// events.
 func TestPublishOnBroker(t *testing.T) {
 	namesrv := testenv.RocketMQNamesrv(t)
 	topic := uniq.Name("scn-topic")
@@ -80,7 +97,7 @@ func TestPublishOnBroker(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), []string{"publish", "-database-url", dsn,
 		"-orders", "30", "-seed", "9", "-prefix", prefix, "-topic", topic, "-rocketmq-namesrv", namesrv,
-		"-dup-rate", "0.2", "-reorder", "0.5", "-conflicts", "3", "-bad", "6",
+		"-dup-rate", "0.2", "-reorder", "0.5", "-conflicts", "3", "-bad", "6", "-gap-rate", "0.3",
 		"-illegal", "4", "-late-conflicts", "2", "-late-rate", "0.3", "-out", out,
 	}, &stdout, &stderr)
 	if code != 0 {
@@ -102,8 +119,17 @@ func TestPublishOnBroker(t *testing.T) {
 			len(regen.Messages), len(regen.Late))
 	}
 	pid := exp.Options.ProducerID
-	bodies, last := asPublished(t, pid, regen.Messages, regen.Late)
+	bodies, last, holes := asPublished(t, pid, regen.Messages, regen.Late)
 	if want := fmt.Sprintf("(producer %s, seq 1-%d)", pid, last[0]); !strings.Contains(stdout.String(), want) {
+		t.Fatalf("output lacks %q:\n%s", want, stdout.String())
+	}
+	if len(holes) == 0 || len(regen.Expected.Lost) == 0 || len(holes) == len(regen.Expected.Lost) {
+		t.Fatalf("seed 9 loses %d events, %d of them for good; want some of both", len(holes), len(regen.Expected.Lost))
+	}
+	if !reflect.DeepEqual(exp.Holes, holes) {
+		t.Fatalf("the file records the holes %+v, want %+v", exp.Holes, holes)
+	}
+	if want := fmt.Sprintf("lost %d events: their numbers spent, never sent", len(holes)); !strings.Contains(stdout.String(), want) {
 		t.Fatalf("output lacks %q:\n%s", want, stdout.String())
 	}
 
@@ -117,6 +143,13 @@ func TestPublishOnBroker(t *testing.T) {
 	}
 	if exp, err = scenario.ReadFile(out); err != nil || exp.Phases != 2 || !strings.Contains(stdout.String(), "expected state updated in "+out) {
 		t.Fatalf("after publish -late: phases %d, %v\n%s", exp.Phases, err, stdout.String())
+	}
+	lostForGood := map[int64]bool{}
+	for _, h := range exp.OpenHoles() {
+		lostForGood[h.Seq] = true
+	}
+	if len(lostForGood) != len(exp.Lost) || !reflect.DeepEqual(exp.Holes, holes) {
+		t.Fatalf("after publish -late: open holes %v for %d events lost, holes %+v", lostForGood, len(exp.Lost), exp.Holes)
 	}
 	if code := run(context.Background(), []string{"publish", "-late", out, "-topic", "elsewhere", "-rocketmq-namesrv", namesrv}, &stdout, &stderr); code != 2 {
 		t.Fatalf("publish -late to another topic: exit %d, want 2", code)
@@ -202,12 +235,12 @@ func TestPublishOnBroker(t *testing.T) {
 		byOrder[e.OrderID] = append(byOrder[e.OrderID], rec{m.Queue.QueueId, m.QueueOffset, string(m.Body)})
 	}
 	for n := int64(1); n <= last[1]; n++ {
-		if seqs[n] == 0 {
-			t.Fatalf("no message with seq %d (of %d)", n, last[1])
+		if (seqs[n] == 0) != lostForGood[n] {
+			t.Fatalf("seq %d (of %d): %d messages; lost for good: %v", n, last[1], seqs[n], lostForGood[n])
 		}
 	}
-	if len(seqs) != int(last[1]) {
-		t.Fatalf("%d distinct sequence numbers, want %d", len(seqs), last[1])
+	if len(seqs) != int(last[1])-len(lostForGood) {
+		t.Fatalf("%d distinct sequence numbers, want %d - %d", len(seqs), last[1], len(lostForGood))
 	}
 	wantOrder := map[string][]string{}
 	for i, m := range all {
