@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/orderflow/orderflow/internal/testenv"
+	"github.com/orderflow/orderflow/scenario"
 	"github.com/orderflow/orderflow/store"
 )
 
@@ -58,5 +60,43 @@ func TestGapsListsHolesAndSuspectedLosses(t *testing.T) {
 	}
 	if code, _, _ = gaps("-gap-window", "-1s"); code != 2 {
 		t.Fatalf("gaps -gap-window -1s: exit %d, want 2", code)
+	}
+
+	// -expected: a run of producer shop-a that lost the events numbered
+	// seqs (the file written by hand, as publish would).
+	runFile := func(seqs ...int64) string {
+		exp := scenario.Expected{Prefix: "shop", Options: scenario.Options{ProducerID: "shop-a"}, Phases: 1,
+			Orders: []scenario.ExpectedOrder{{OrderID: "shop-00000"}}}
+		for _, n := range seqs {
+			exp.Holes = append(exp.Holes, scenario.Hole{ProducerID: "shop-a", Seq: n, OrderID: "shop-00000", Version: n})
+			exp.Lost = append(exp.Lost, scenario.PublishedKey{OrderID: "shop-00000", Version: n})
+		}
+		path := filepath.Join(t.TempDir(), "expected.json")
+		if err := exp.WriteFile(path); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	code, out, errOut = gaps("-expected", runFile(4, 8, 9), "-gap-window", "0s")
+	if code != 0 || !strings.Contains(out, "suspected lost: 3 messages from producer shop-a (seq 4, 8-9)") ||
+		!strings.Contains(out, "run shop: the suspected losses are the 3 event(s) it lost") || strings.Contains(out, "shop-b") {
+		t.Fatalf("gaps -expected (matching): exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = gaps("-expected", runFile(4, 8), "-gap-window", "0s", "-wait", "1s")
+	if code != 1 || !strings.Contains(errOut, "3 suspected lost messages from producer shop-a, the run lost 2 (seq 4, 8)") {
+		t.Fatalf("gaps -expected (one number more suspected): exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = gaps("-expected", runFile(4, 8, 11), "-gap-window", "0s")
+	if code != 1 || !strings.Contains(errOut, "seq 9 suspected lost, but the run lost seq 4, 8, 11") {
+		t.Fatalf("gaps -expected (another number): exit %d\n%s%s", code, out, errOut)
+	}
+	for _, args := range [][]string{
+		{"-wait", "5s"},
+		{"-expected", filepath.Join(t.TempDir(), "missing.json")},
+		{"-expected", runFile(4), "-producer", "shop-b"},
+	} {
+		if code, _, errOut = gaps(args...); code != 2 {
+			t.Errorf("gaps %v: exit %d, want 2\n%s", args, code, errOut)
+		}
 	}
 }

@@ -49,7 +49,7 @@ var commands = []command{
 	{"why", "explain one order: why ORDER_ID [VERSION]", runWhy},
 	{"prune", "remove the details of orders finished long ago: prune -older-than 30d [-dry-run]", runPrune},
 	{"migrate", "apply the pending schema migrations, then exit (the worker and the bridge also migrate on start)", runMigrate},
-	{"gaps", "holes in the producers' sequences [-producer ID] [-gap-window 5m]; exit 1 on a suspected loss", runGaps},
+	{"gaps", "holes in the producers' sequences [-producer ID] [-gap-window 5m]; exit 1 on a suspected loss (-expected FILE: unless they are the run's lost events)", runGaps},
 	{"lag", "the consumer group's backlog on the broker, per queue of the topic and its retry topic [-json]", runLag},
 }
 
