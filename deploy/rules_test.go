@@ -52,6 +52,10 @@ func TestRules(t *testing.T) {
 			t.Errorf("no alert %s", want)
 		}
 	}
+	// Any suspected loss (holes in a producer's sequence) alerts.
+	if !seen["OrderflowSuspectedLoss"] {
+		t.Error("no alert OrderflowSuspectedLoss")
+	}
 	t.Logf("%d rules in %s", len(qs), rulesFile)
 }
 
