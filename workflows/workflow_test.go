@@ -246,7 +246,21 @@ func TestReorderedWithDuplicates(t *testing.T) {
 	// v2 (stale), v5 (applied, gap), v4 (stale), v5 again (duplicate).
 	h.send(0, e[2], e[0], e[2], e[1], e[4], e[3], e[4])
 	r := h.run(Input{Params: params()})
-	s := r.State
+	checkReorderedWithDuplicates(t, r.State)
+	// Duplicates never reach the database; stale events do (audit).
+	if len(h.db.applies) != 5 || len(h.db.keys) != 5 {
+		t.Errorf("applies = %v", h.db.applies)
+	}
+	if len(h.db.awards) != 1 {
+		t.Errorf("awards = %+v", h.db.awards)
+	}
+}
+
+// checkReorderedWithDuplicates checks the end of the stream v3, v1, v3,
+// v2, v5, v4, v5 of a 5,000-cent lifecycle: completed at v5 with two events
+// applied over gaps, three stale, two duplicates skipped and 50 points.
+func checkReorderedWithDuplicates(t *testing.T, s State) {
+	t.Helper()
 	if s.Order.Status != fsm.Completed || s.Order.Version != 5 {
 		t.Fatalf("final %s v%d", s.Order.Status, s.Order.Version)
 	}
@@ -258,13 +272,6 @@ func TestReorderedWithDuplicates(t *testing.T) {
 	}
 	if s.Gaps != 2 || s.Points != 50 || s.Processed != 7 {
 		t.Errorf("gaps %d points %d processed %d", s.Gaps, s.Points, s.Processed)
-	}
-	// Duplicates never reach the database; stale events do (audit).
-	if len(h.db.applies) != 5 || len(h.db.keys) != 5 {
-		t.Errorf("applies = %v", h.db.applies)
-	}
-	if len(h.db.awards) != 1 {
-		t.Errorf("awards = %+v", h.db.awards)
 	}
 }
 
@@ -587,19 +594,7 @@ func TestBatchIsHandledLikeSeparateSignals(t *testing.T) {
 	h.send(time.Millisecond, e[1])
 	h.sendBatch(2*time.Millisecond, e[4], e[3], e[4])
 	r := h.run(Input{Params: params()})
-	s := r.State
-	if s.Order.Status != fsm.Completed || s.Order.Version != 5 {
-		t.Fatalf("final %s v%d", s.Order.Status, s.Order.Version)
-	}
-	want := map[fsm.Outcome]int64{fsm.Applied: 2, fsm.Stale: 3, fsm.Duplicate: 2}
-	for o, n := range want {
-		if s.Count(o) != n {
-			t.Errorf("count %s = %d, want %d (counts %v)", o, s.Count(o), n, s.Counts)
-		}
-	}
-	if s.Gaps != 2 || s.Points != 50 || s.Processed != 7 {
-		t.Errorf("gaps %d points %d processed %d", s.Gaps, s.Points, s.Processed)
-	}
+	checkReorderedWithDuplicates(t, r.State)
 	// In the order sent: v3, v1, v2, v5, v4 (the two duplicates skipped).
 	if want := []string{"B-1@3", "B-1@1", "B-1@2", "B-1@5", "B-1@4"}; !slices.Equal(h.db.applies, want) {
 		t.Errorf("applied in order %v, want %v", h.db.applies, want)
