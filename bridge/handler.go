@@ -165,7 +165,7 @@ func (h *Handler) HandleBatch(ctx context.Context, msgs []*primitive.MessageExt)
 	}
 	if firstErr == nil && len(orders) > 0 {
 		if len(orders) == 1 {
-			h.deliverOrder(ctx, byOrder[orders[0]])
+			h.deliverOrder(byOrder[orders[0]])
 		} else {
 			var wg sync.WaitGroup
 			for _, id := range orders {
@@ -181,7 +181,7 @@ func (h *Handler) HandleBatch(ctx context.Context, msgs []*primitive.MessageExt)
 							}
 						}
 					}()
-					h.deliverOrder(ctx, ps)
+					h.deliverOrder(ps)
 				})
 			}
 			wg.Wait()
@@ -189,8 +189,11 @@ func (h *Handler) HandleBatch(ctx context.Context, msgs []*primitive.MessageExt)
 	}
 	var err error
 	for _, p := range ps {
+		if p.err == nil && p.result == "" {
+			p.err = fmt.Errorf("message %s: not handled", p.m.MsgId)
+		}
 		result := p.result
-		if p.err != nil || result == "" {
+		if p.err != nil {
 			result = ResultRetry
 			if err == nil {
 				err = p.err
@@ -203,17 +206,6 @@ func (h *Handler) HandleBatch(ctx context.Context, msgs []*primitive.MessageExt)
 		h.metrics.handleSeconds.WithLabelValues(result).Observe(h.now().Sub(p.start).Seconds())
 		if result != ResultRetry && p.m.StoreTimestamp > 0 {
 			h.metrics.storeLatency.Observe(h.now().Sub(time.UnixMilli(p.m.StoreTimestamp)).Seconds())
-		}
-	}
-	if err == nil && firstErr != nil {
-		err = firstErr
-	}
-	if err == nil {
-		for _, p := range ps {
-			if p.result == "" {
-				err = fmt.Errorf("message %s: not handled", p.m.MsgId)
-				break
-			}
 		}
 	}
 	return err
@@ -284,7 +276,7 @@ func (h *Handler) prepare(ctx context.Context, p *pending) (bool, error) {
 // deliverOrder delivers the events of one order, in order: all in one
 // call of the DeliverManyFunc when there is one and several events, else
 // one call of the DeliverFunc each. It sets each pending's result or err.
-func (h *Handler) deliverOrder(ctx context.Context, ps []*pending) {
+func (h *Handler) deliverOrder(ps []*pending) {
 	var err error
 	if h.deliverMany != nil && len(ps) > 1 {
 		items := make([]Item, len(ps))
