@@ -94,7 +94,7 @@ func parseBridgeConfig(args []string, lookup func(string) (string, bool), out io
 	s.String(&cfg.MetricsAddr, ":9091", b("metrics-addr", "METRICS_ADDR", "listen address of /metrics, /healthz and /readyz"))
 	s.String(&cfg.PprofAddr, "", b("pprof-addr", "PPROF_ADDR", "listen address of /debug/pprof/ (empty: off)"))
 	s.Int(&cfg.Concurrency, 16, b("concurrency", "CONCURRENCY", "messages handled at once"))
-	s.Int(&cfg.BatchSize, 1, b("batch-size", "BATCH_SIZE", "messages per consumer callback (a failure redelivers the whole batch); the callback's orders are delivered at once"))
+	s.Int(&cfg.BatchSize, 16, b("batch-size", "BATCH_SIZE", "messages per consumer callback (a failure redelivers the whole batch); the callback's orders are delivered at once"))
 	s.Bool(&cfg.BatchSignals, true, b("batch-signals", "BATCH_SIGNALS", "deliver the events of one order in one callback in one signal (false: one signal per event, for workers older than the order-events signal)"))
 	s.Duration(&cfg.GracePeriod, 30*time.Second, b("grace-period", "GRACE_PERIOD", "on SIGTERM, how long to wait for in-flight messages"))
 	s.Duration(&cfg.RetryFor, 15*time.Second, b("retry-for", "RETRY_FOR", "how long one message is retried in-process before it is handed back to the broker"))
