@@ -93,6 +93,10 @@ type cellResult struct {
 	// Signals counts the bridge's SignalWithStart requests (attempts
 	// included); 0 for the direct consumer.
 	Signals int `json:",omitempty"`
+	// CPU is the machine's CPU use by process group over the drain (a
+	// backlog's first to last effect, an open loop's first publish to
+	// last effect), from the samples that enclose it.
+	CPU *cpuShare `json:",omitempty"`
 }
 
 // scenarioOptions are the benchmark's scenario: DESIGN's distortions with
@@ -228,6 +232,11 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 		return res, fmt.Errorf("%s: the last effect (%s) is not after the start (%s)", cc.Name, last, begin)
 	}
 	res.Rate = float64(res.Events) / res.Elapsed.Seconds()
+	if b.cpu != nil {
+		if sh, ok := b.cpu.Window(begin, last); ok {
+			res.CPU = &sh
+		}
+	}
 	res.MessageRate = float64(res.Messages) / res.Elapsed.Seconds()
 	if cc.Offered > 0 {
 		lat, err := latencies(ctx, db, sc.Messages, sent)

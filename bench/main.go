@@ -48,6 +48,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -74,6 +75,8 @@ type bench struct {
 	// metricsAddrs are the metrics addresses of the current cell's
 	// processes, by name.
 	metricsAddrs map[string]string
+	// cpu samples the machine's processes for the whole run.
+	cpu *cpuSampler
 }
 
 // options are the command's flags.
@@ -325,6 +328,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fmt.Fprintf(out, "worker settings: %d workflow-task slots, %d activity slots, %d/%d workflow/activity pollers %s\n",
 		t.MaxWorkflowTasks, t.MaxActivities, t.WorkflowPollers, t.ActivityPollers, strings.Join(b.workerArgs, " "))
 
+	b.cpu = startCPUSampler(ctx, 500*time.Millisecond)
+	defer b.cpu.Stop()
 	res := results{Started: began}
 	// 1. Ceiling (informational: workflows/s is not events/s).
 	cr, err := runCeiling(ctx, tc, t, o.ceilingN, o.ceilingConc)
@@ -347,6 +352,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if len(e2e.Metrics) > 0 {
 		fmt.Fprintf(out, "profile:  %s\n", profileLine(b.logDir, e2e))
 	}
+	if e2e.CPU != nil {
+		fmt.Fprintf(out, "cpu:      %s\n", describeCPU(e2e))
+	}
 
 	// 3. The direct-consumer baseline draining the same backlog, one
 	// message per callback as the seed articles consume.
@@ -357,6 +365,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	res.Baseline = base
 	fmt.Fprintf(out, "baseline: %s\n", describeDrain(base))
+	if base.CPU != nil {
+		fmt.Fprintf(out, "cpu:      %s\n", describeCPU(base))
+	}
 	res.Ratio = e2e.Rate / base.Rate
 	fmt.Fprintf(out, "ratio:    e2e/baseline = %.2f (distinct events/s, both draining a backlog of the same scenario)\n", res.Ratio)
 
@@ -507,6 +518,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fmt.Fprintln(out, ceilingLine)
 	fmt.Fprintf(out, "orderflow bench: e2e=%.1f baseline=%.1f ratio=%.2f p99_ms=%.0f\n", e2e.Rate, base.Rate, res.Ratio, res.SteadyP99)
 	return nil
+}
+
+// describeCPU is the line of a drain's CPU use by process group.
+func describeCPU(r cellResult) string {
+	return fmt.Sprintf("%s drain, first to last effect (%.1fs sampled), cores used of %d: %s",
+		r.Config.Name, r.CPU.Seconds, runtime.NumCPU(), r.CPU)
 }
 
 // ms formats d in milliseconds.
