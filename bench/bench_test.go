@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +31,16 @@ func TestParseRejectsBadFlags(t *testing.T) {
 		{"-scale-concurrency", "8,x"},
 		{"-scale-workers", ""},
 		{"-ceiling-workflows", "0"},
+		{"-open-other-duration", "0s"},
+		{"-engines", ""},
+		{"-engines", "dev,cloud"},
+		{"-engines", "dev,dev"},
+		{"-server-ports", "7333"},
+		{"-server-ports", "7333,7340"},  // the UI on a port the server takes
+		{"-server-ports", "39870,8333"}, // 39876 is the flush step's name server
+		{"-server-ports", "65530,8333"}, // the server takes the frontend port + 9
+		{"-server-shards", "0"},
+		{"-skip-scaling"}, // the scaling table is opt-in: -scaling
 		{"extra"},
 	} {
 		if _, _, _, err := parse(args); err == nil {
@@ -43,8 +54,13 @@ func TestParseRejectsBadFlags(t *testing.T) {
 	if len(o.scaleConc) != 2 || o.scaleConc[0] != 4 || o.scaleConc[1] != 16 {
 		t.Errorf("scale concurrency %v, want [4 16]", o.scaleConc)
 	}
-	if len(o.open.Fractions) != 3 || o.open.Steady != 0.5 || o.open.Duration != time.Minute || o.hotEvents != 2000 || o.dupRate != 0.5 {
+	if len(o.open.Fractions) != 3 || o.open.Steady != 0.5 || o.open.Duration != time.Minute || o.open.Others != 30*time.Second ||
+		o.hotEvents != 2000 || o.dupRate != 0.5 {
 		t.Errorf("defaults: open loop %+v, hot events %d, dup rate %v", o.open, o.hotEvents, o.dupRate)
+	}
+	if len(o.engines) != 2 || o.engines[0].Name != "dev" || o.engines[1].Name != "server" || o.scaling ||
+		!slices.Equal(o.serverPorts, []int{7333, 8333}) || o.serverShards != 4 {
+		t.Errorf("defaults: engines %v, scaling %v, server ports %v, shards %d", o.engines, o.scaling, o.serverPorts, o.serverShards)
 	}
 	if tu.WorkflowPollers != 8 || !strings.Contains(strings.Join(tu.workerFlags(), " "), "-workflow-pollers 8") {
 		t.Errorf("worker flags %v do not carry -workflow-pollers 8", tu.workerFlags())
@@ -171,46 +187,110 @@ func TestChartPNGEdges(t *testing.T) {
 	}
 }
 
-func TestDrawOpenLoopChart(t *testing.T) {
-	res := results{E2E: cellResult{Rate: 200}, Baseline: cellResult{Rate: 1500}}
+// openLoopEngine is an engine's result with an e2e rate and open-loop runs
+// at a quarter, half and three quarters of it.
+func openLoopEngine(name string, e2e float64) engineResult {
+	er := engineResult{Name: name, E2E: cellResult{Rate: e2e}}
 	for i, f := range []float64{0.25, 0.5, 0.75} {
-		res.OpenLoop = append(res.OpenLoop, cellResult{Config: cellConfig{Offered: f * 200, Fraction: f},
-			Rate: f*200 - float64(i), P50: time.Duration(100*(i+1)) * time.Millisecond,
+		er.OpenLoop = append(er.OpenLoop, cellResult{Config: cellConfig{Offered: f * e2e, Fraction: f},
+			Rate: f*e2e - float64(i), P50: time.Duration(100*(i+1)) * time.Millisecond,
 			P99: time.Duration(400*(i+1)) * time.Millisecond})
 	}
+	return er
+}
+
+func TestDrawOpenLoopChartTwoEngines(t *testing.T) {
+	res := results{Baseline: cellResult{Rate: 1500},
+		Engines: []engineResult{openLoopEngine("dev", 200), openLoopEngine("server", 120)}}
 	path := filepath.Join(t.TempDir(), "docs", "bench-throughput.png")
 	if err := drawOpenLoopChart(path, res); err != nil {
 		t.Fatal(err)
 	}
 	img := readPNG(t, path)
-	if b := img.Bounds(); b.Dx() != 760 || b.Dy() != 720 {
-		t.Fatalf("image %v, want 760x720", b)
+	if b := img.Bounds(); b.Dx() != 860 || b.Dy() != 720 {
+		t.Fatalf("image %v, want 860x720", b)
 	}
-	// Throughput and the e2e line in the top half, p99 and p50 in the
-	// bottom half, each left of the legends.
-	for _, c := range []struct {
+	// Each engine's colour (the first two of engineColours) in both
+	// panels, left of the legends: its throughput and e2e lines above, its
+	// p99 and p50 below.
+	if engineColours[0] != colBlue || engineColours[1] != colOrng {
+		t.Fatalf("engine colours %v: the test expects blue, then orange", engineColours[:2])
+	}
+	for _, panel := range []struct {
 		name string
 		r    image.Rectangle
-		cols []color.RGBA
-	}{
-		{"throughput panel", image.Rect(0, 0, 450, 360), []color.RGBA{colBlue, colGreen}},
-		{"latency panel", image.Rect(0, 360, 450, 720), []color.RGBA{colRed, colOrng}},
-	} {
-		counts, _ := colourCounts(img, c.r, c.cols...)
+	}{{"throughput panel", image.Rect(0, 0, 520, 360)}, {"latency panel", image.Rect(0, 360, 520, 720)}} {
+		counts, _ := colourCounts(img, panel.r, colBlue, colOrng)
 		for i, n := range counts {
 			if n < 20 {
-				t.Errorf("%s: colour %v has %d pixels: its line is missing", c.name, c.cols[i], n)
+				t.Errorf("%s: engine %s's colour has %d pixels: its lines are missing", panel.name, res.Engines[i].Name, n)
 			}
 		}
-		if others, _ := colourCounts(img, c.r, colBlue, colRed); c.name == "latency panel" && others[0] > 0 {
-			t.Errorf("the throughput line strays into the latency panel")
-		}
+	}
+	// One engine alone: only its colour.
+	one := results{Baseline: cellResult{Rate: 1500}, Engines: []engineResult{openLoopEngine("dev", 200)}}
+	path = filepath.Join(t.TempDir(), "one.png")
+	if err := drawOpenLoopChart(path, one); err != nil {
+		t.Fatal(err)
+	}
+	counts, _ := colourCounts(readPNG(t, path), image.Rect(0, 0, 860, 720), colBlue, colOrng)
+	if counts[0] < 20 || counts[1] != 0 {
+		t.Errorf("one engine: %d blue and %d orange pixels, want blue only", counts[0], counts[1])
 	}
 }
 
 func TestDrawOpenLoopChartNeedsResults(t *testing.T) {
 	if err := drawOpenLoopChart(filepath.Join(t.TempDir(), "c.png"), results{}); err == nil {
-		t.Error("drawOpenLoopChart without open-loop results did not fail")
+		t.Error("drawOpenLoopChart without engines did not fail")
+	}
+	res := results{Engines: []engineResult{openLoopEngine("dev", 200), {Name: "server"}}}
+	if err := drawOpenLoopChart(filepath.Join(t.TempDir(), "c.png"), res); err == nil {
+		t.Error("drawOpenLoopChart with an engine without open-loop results did not fail")
+	}
+}
+
+func TestChartTicks(t *testing.T) {
+	// One engine: its offered rates.
+	if got := chartTicks([]float64{50, 25, 75, 50}); !slices.Equal(got, []float64{25, 50, 75}) {
+		t.Errorf("one engine's ticks %v, want [25 50 75]", got)
+	}
+	// Two engines whose rates nearly meet: round ticks within the span
+	// (24 to 75, a step of 10).
+	got := chartTicks([]float64{25, 50, 75, 24, 48, 72})
+	if !slices.Equal(got, []float64{30, 40, 50, 60, 70}) {
+		t.Errorf("crowded ticks %v, want 30 to 70 by 10", got)
+	}
+	if got := chartTicks([]float64{7}); !slices.Equal(got, []float64{7}) {
+		t.Errorf("one rate: ticks %v", got)
+	}
+}
+
+func TestSummaryLines(t *testing.T) {
+	res := results{Baseline: cellResult{Rate: 2000}, Engines: []engineResult{
+		{Name: "dev", E2E: cellResult{Rate: 100}, Ratio: 0.05, SteadyP99: 212.4,
+			Ceiling: ceilingJSON{Workflows: 1500, Concurrency: 64, Seconds: 20, Rate: 75}},
+		{Name: "server", E2E: cellResult{Rate: 150.25}, Ratio: 0.075, SteadyP99: 90,
+			Ceiling: ceilingJSON{Workflows: 1500, Concurrency: 64, Seconds: 10, Rate: 150}},
+	}}
+	got := summaryLines(res)
+	want := []string{
+		"[dev] ceiling:  1500 trivial signal-started workflows (64 in flight) in 20.0s = 75.0 wf/s (informational: Temporal alone, not comparable with events/s)",
+		"[server] ceiling:  1500 trivial signal-started workflows (64 in flight) in 10.0s = 150.0 wf/s (informational: Temporal alone, not comparable with events/s)",
+		"orderflow bench [temporal=server]: e2e=150.2 baseline=2000.0 ratio=0.07 p99_ms=90",
+		"orderflow bench: e2e=100.0 baseline=2000.0 ratio=0.05 p99_ms=212",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("summary lines\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// The dev engine's line comes last whatever the order of the run.
+	res.Engines[0], res.Engines[1] = res.Engines[1], res.Engines[0]
+	if got := summaryLines(res); got[len(got)-1] != want[3] || got[len(got)-2] != want[2] {
+		t.Errorf("server first: last lines %q", got[len(got)-2:])
+	}
+	// Without the dev engine every line is tagged.
+	res.Engines = res.Engines[:1]
+	if got := summaryLines(res); got[len(got)-1] != want[2] {
+		t.Errorf("server alone: last line %q", got[len(got)-1])
 	}
 }
 

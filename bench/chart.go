@@ -34,12 +34,13 @@ type chart struct {
 }
 
 var (
-	colBlack = color.RGBA{0, 0, 0, 255}
-	colGrid  = color.RGBA{225, 225, 225, 255}
-	colBlue  = color.RGBA{31, 119, 180, 255}
-	colOrng  = color.RGBA{255, 127, 14, 255}
-	colGreen = color.RGBA{44, 160, 44, 255}
-	colRed   = color.RGBA{214, 39, 40, 255}
+	colBlack  = color.RGBA{0, 0, 0, 255}
+	colGrid   = color.RGBA{225, 225, 225, 255}
+	colBlue   = color.RGBA{31, 119, 180, 255}
+	colOrng   = color.RGBA{255, 127, 14, 255}
+	colGreen  = color.RGBA{44, 160, 44, 255}
+	colRed    = color.RGBA{214, 39, 40, 255}
+	colPurple = color.RGBA{148, 103, 189, 255}
 )
 
 // chartDPI is the resolution the chart is drawn at: the PNG is W x H pixels

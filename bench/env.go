@@ -109,3 +109,25 @@ func buildBinaries(ctx context.Context, dir string) (worker, bridge string, err 
 	}
 	return worker, bridge, nil
 }
+
+// dropDatabases drops the named databases, when they exist, on the server
+// that adminURL (DATABASE_URL) names, ending the sessions still on them.
+func dropDatabases(ctx context.Context, adminURL string, names ...string) error {
+	u, err := url.Parse(adminURL)
+	if err != nil {
+		return fmt.Errorf("DATABASE_URL must be a postgres:// URL: %w", err)
+	}
+	adm, err := gorm.Open(postgres.Open(adminURL), &gorm.Config{Logger: gormlogger.Discard})
+	if err != nil {
+		return fmt.Errorf("open %s: %w", u.Redacted(), err)
+	}
+	if sqlDB, err := adm.DB(); err == nil {
+		defer sqlDB.Close()
+	}
+	for _, name := range names {
+		if err := adm.WithContext(ctx).Exec(`DROP DATABASE IF EXISTS "` + name + `" WITH (FORCE)`).Error; err != nil {
+			return fmt.Errorf("PostgreSQL at %s: drop database %s: %w", u.Redacted(), name, err)
+		}
+	}
+	return nil
+}

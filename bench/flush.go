@@ -110,20 +110,30 @@ func (f *flushBroker) env() []string {
 // stack runs scripts/stack.sh with args for this broker, appending its
 // output to the broker's log in the benchmark's log directory.
 func (f *flushBroker) stack(ctx context.Context, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, f.script, args...)
-	cmd.Env = f.env()
+	out, err := runStack(ctx, f.script, f.env(), f.logPath, args...)
+	if err != nil {
+		return out, fmt.Errorf("%s broker: %w", f.Flush, err)
+	}
+	return out, nil
+}
+
+// runStack runs scripts/stack.sh (script) with args and env, appending its
+// output to logPath, and returns the output.
+func runStack(ctx context.Context, script string, env []string, logPath string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, script, args...)
+	cmd.Env = env
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	began := time.Now()
 	err := cmd.Run()
-	if lf, lerr := os.OpenFile(f.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644); lerr == nil {
+	if lf, lerr := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644); lerr == nil {
 		fmt.Fprintf(lf, "=== %s scripts/stack.sh %s\n", began.UTC().Format(time.RFC3339), strings.Join(args, " "))
 		_, _ = lf.Write(buf.Bytes())
 		fmt.Fprintf(lf, "=== took %s, error: %v\n", time.Since(began).Round(100*time.Millisecond), err)
 		_ = lf.Close()
 	}
 	if err != nil {
-		return buf.String(), fmt.Errorf("%s broker: scripts/stack.sh %s: %w\n%s", f.Flush, strings.Join(args, " "), err, lastLines(buf.String(), 5))
+		return buf.String(), fmt.Errorf("scripts/stack.sh %s: %w\n%s", strings.Join(args, " "), err, lastLines(buf.String(), 5))
 	}
 	return buf.String(), nil
 }
@@ -218,7 +228,7 @@ func repoRoot() (string, error) {
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("the flush step needs scripts/stack.sh: run the benchmark from the repository (make bench), or pass -flush=false")
+			return "", errors.New("the flush step and the engines the benchmark starts need scripts/stack.sh: run the benchmark from the repository (make bench), or pass -flush=false -engines dev")
 		}
 		dir = parent
 	}
@@ -266,7 +276,9 @@ type flushResult struct {
 	Sync         flushSide          `json:"sync"`
 	Ratio        map[string]float64 `json:"ratio_sync_async"`
 	StartSeconds float64            `json:"start_seconds"`
-	Took         string             `json:"took"`
+	// Engine is the Temporal engine of the e2e drains.
+	Engine string `json:"engine"`
+	Took   string `json:"took"`
 }
 
 // flushBodies are n event bodies of the contract's size, each of its own
@@ -417,7 +429,7 @@ func (b *bench) runFlush(ctx context.Context, plan flushPlan, o options, fbs [2]
 // measureFlush starts the two brokers and measures on them.
 func (b *bench) measureFlush(ctx context.Context, plan flushPlan, o options, fbs [2]*flushBroker, out io.Writer) (*flushResult, error) {
 	began := time.Now()
-	res := &flushResult{Messages: plan.Messages, Senders: plan.Senders, StackBroker: b.broker,
+	res := &flushResult{Messages: plan.Messages, Senders: plan.Senders, StackBroker: b.broker, Engine: b.engine,
 		Async: flushSide{Broker: fbs[0]}, Sync: flushSide{Broker: fbs[1]}}
 
 	// Start both (each start waits on JVMs and the admin tool, so the two
@@ -450,9 +462,9 @@ func (b *bench) measureFlush(ctx context.Context, plan flushPlan, o options, fbs
 		stack += "; the stack's default is SYNC_FLUSH, and a broker started before keeps its setting until `scripts/stack.sh down rocketmq && make up`"
 	}
 	res.StartSeconds = time.Since(began).Seconds()
-	fmt.Fprintf(out, "flush:    the broker's flush cost, on two temporary RocketMQ name servers + brokers beside the stack's (scripts/stack.sh, single profile, data %s and %s), alike but for flushDiskType, as each running broker reported it: %s on %s/%d, %s on %s/%d; started in %.0fs. The phases above ran on %s (flushDiskType %s)\n",
+	fmt.Fprintf(out, "flush:    the broker's flush cost, on two temporary RocketMQ name servers + brokers beside the stack's (scripts/stack.sh, single profile, data %s and %s), alike but for flushDiskType, as each running broker reported it: %s on %s/%d, %s on %s/%d; started in %.0fs; the drains below run on Temporal engine %s. The other phases ran on %s (flushDiskType %s)\n",
 		relPath(fbs[0].Data), relPath(fbs[1].Data), fbs[0].Flush, fbs[0].namesrv(), fbs[0].BrokerPort,
-		fbs[1].Flush, fbs[1].namesrv(), fbs[1].BrokerPort, res.StartSeconds, b.broker, stack)
+		fbs[1].Flush, fbs[1].namesrv(), fbs[1].BrokerPort, res.StartSeconds, b.engine, b.broker, stack)
 
 	// Producer send rate and latency.
 	var (

@@ -49,11 +49,21 @@ func warmUp(ctx context.Context, p *mq.Producer, db *database, topic string) err
 
 // openLoopPlan is the open-loop part of a run: the fractions of the
 // measured e2e rate to offer, the one whose p99 is the headline figure, and
-// how long each rate is offered.
+// how long the steady rate and the others are offered.
 type openLoopPlan struct {
 	Fractions []float64
 	Steady    float64
-	Duration  time.Duration
+	// Duration is how long the steady rate is offered; Others how long
+	// each other rate is, at most Duration.
+	Duration, Others time.Duration
+}
+
+// duration is how long fraction f of the e2e rate is offered.
+func (p openLoopPlan) duration(f float64) time.Duration {
+	if f == p.Steady || p.Others <= 0 {
+		return p.Duration
+	}
+	return min(p.Others, p.Duration)
 }
 
 // fractions returns the plan's fractions, the steady one included, sorted

@@ -49,3 +49,18 @@ func TestOpenLoopPlan(t *testing.T) {
 		t.Error("steadyResult found a rate that was not run")
 	}
 }
+
+func TestOpenLoopDurations(t *testing.T) {
+	p := openLoopPlan{Fractions: []float64{0.25, 0.75}, Steady: 0.5, Duration: time.Minute, Others: 30 * time.Second}
+	for f, want := range map[float64]time.Duration{0.5: time.Minute, 0.25: 30 * time.Second, 0.75: 30 * time.Second} {
+		if got := p.duration(f); got != want {
+			t.Errorf("duration(%v) = %v, want %v", f, got, want)
+		}
+	}
+	// A short run: the other rates are never offered longer than the
+	// steady one.
+	p.Duration = 8 * time.Second
+	if got := p.duration(0.25); got != 8*time.Second {
+		t.Errorf("duration(0.25) with an 8s steady rate = %v, want 8s", got)
+	}
+}
