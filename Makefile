@@ -111,9 +111,11 @@ test: up lint
 deploy-check:
 	@ORDERFLOW_CACHE=$(ORDERFLOW_CACHE) GO=$(GO) scripts/deploy-check.sh
 
-## bench: start the stack, then measure orderflow and the direct-consumer
-## baseline draining a backlog, duplicates, a hot order, open-loop latency,
-## the Temporal ceiling, the scaling table and the broker's flush cost
-## (ASYNC_FLUSH against SYNC_FLUSH on two temporary brokers; BENCHMARKS.md)
+## bench: start the stack, then measure orderflow on two Temporal engines
+## (the stack's dev server, and the server profile the benchmark starts
+## beside it on other ports): backlog drains, duplicates, a hot order,
+## open-loop latency, the Temporal ceiling; once, the direct-consumer
+## baseline, the batching compare and the broker's flush cost (ASYNC_FLUSH
+## against SYNC_FLUSH on two temporary brokers); about 15 minutes (BENCHMARKS.md)
 bench: up
 	$(GO) run ./bench $(BENCH_FLAGS)
