@@ -195,6 +195,10 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 		Wait: b.settleWait, Interval: 500 * time.Millisecond, Settle: time.Second,
 	})
 	if err != nil {
+		if ctx.Err() != nil {
+			// Interrupted: the report would only list what had not settled yet.
+			return res, fmt.Errorf("%s: %w", cc.Name, ctx.Err())
+		}
 		if report != nil {
 			var buf bytes.Buffer
 			report.Write(&buf)
