@@ -182,7 +182,7 @@ func parse(args []string) (config.Config, tuning, options, error) {
 	fs.Bool(&o.skipDup, false, bs("skip-dup", "skip the duplicate scenarios"))
 	fs.Int(&o.hotEvents, 2000, bs("hot-events", "events of the hot order (0 skips it)"))
 	fs.Int(&o.hotMaxEvents, 500, bs("hot-max-events", "the hot order's bridge continues its workflow as new after this many events (-workflow-max-events; 0: when Temporal suggests)"))
-	fs.String(&fractions, "0.25,0.5,0.75", bs("open-rates", "offered rates of the open-loop runs, as shares of the e2e rate"))
+	fs.String(&fractions, "0.25,0.5,0.75", bs("open-rates", "offered rates of the open-loop runs, as shares of each engine's e2e rate"))
 	fs.Float(&o.open.Steady, 0.5, bs("steady-rate", "the open-loop share of the e2e rate whose p99 the last line reports (run even when not in -open-rates)"))
 	fs.Duration(&o.open.Duration, time.Minute, bs("open-duration", "how long the steady open-loop rate (-steady-rate) is offered"))
 	fs.Duration(&o.open.Others, 30*time.Second, bs("open-other-duration", "how long each other open-loop rate is offered (at most -open-duration)"))
