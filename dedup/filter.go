@@ -1,7 +1,13 @@
 // Package dedup is the bridge's duplicate filter: seed 004's three tiers in
 // front of Temporal, so that a message whose event was already delivered is
-// acked without another SignalWithStart.
+// acked without another SignalWithStart, and in front of them a table of
+// the events this process is delivering right now.
 //
+//  0. In flight: the (business key, content hash) pairs whose delivery this
+//     process has begun and not finished, one per key. A message carrying
+//     a pair in flight follows that delivery: it waits for its outcome and
+//     is a duplicate only when the delivery succeeded, that is when the
+//     pair is durably signalled; otherwise it is delivered itself.
 //  1. Bloom: an in-process Bloom filter of the (business key, content hash)
 //     pairs this bridge knows were durably signalled or recorded. It never
 //     forgets a recent pair but may claim one it never saw (a false
@@ -12,16 +18,24 @@
 //  3. The ledger, order_events in PostgreSQL (store.RecordedEvent): the
 //     authority. A row with the same content hash confirms.
 //
-// Check says Duplicate only when Redis or the ledger confirms that the same
-// business key with the same content hash was durably signalled or recorded;
-// a Bloom hit alone never drops a message, and a different content hash is
-// a conflict that goes on to the workflow, which parks it. Redis is asked
-// for every message (another bridge may have delivered it); the ledger, a
-// database query, only when the Bloom filter says maybe and Redis did not
-// confirm. Without a confirmation the message is signalled, and the
-// workflow and the ledger absorb whatever duplicate got through: the filter
-// only saves work, it is never needed for correctness. Every failure of
-// Redis or of the ledger (an error, a timeout) counts as "not confirmed".
+// Check asks tiers 1 to 3 and says Duplicate only when Redis or the ledger
+// confirms that the same business key with the same content hash was
+// durably signalled or recorded; a Bloom hit alone never drops a message,
+// and a different content hash is a conflict that goes on to the workflow,
+// which parks it. Redis is asked for every message (another bridge may
+// have delivered it); the ledger, a database query, only when the Bloom
+// filter says maybe and Redis did not confirm. Without a confirmation the
+// message is signalled, and the workflow and the ledger absorb whatever
+// duplicate got through: the filter only saves work, it is never needed
+// for correctness. Every failure of Redis or of the ledger (an error, a
+// timeout) counts as "not confirmed".
+//
+// Admit asks the in-flight table, then Check, and enters an event found
+// new in the table (a Delivery its caller ends with Done). The in-flight
+// tier keeps the rule: a follower is acked without a signal only once the
+// delivery it followed is durably signalled, the same confirmation Redis
+// gives for an earlier one; a conflicting content in flight goes on to the
+// workflow.
 //
 // Delivered records a pair after its SignalWithStart succeeded: in the
 // Bloom filter, and in Redis unless the key already has a value there.
@@ -39,20 +53,22 @@ import (
 
 // Tiers, the values of the "tier" label.
 const (
-	TierBloom  = "bloom"
-	TierRedis  = "redis"
-	TierLedger = "ledger"
+	TierInFlight = "inflight"
+	TierBloom    = "bloom"
+	TierRedis    = "redis"
+	TierLedger   = "ledger"
 )
 
 // Lookup results, the values of the "result" label.
 const (
 	// ResultHit: Bloom says maybe; Redis or the ledger holds the key with
-	// the same content hash.
+	// the same content hash; the in-flight table holds a delivery of the
+	// key with the same content hash.
 	ResultHit = "hit"
 	// ResultMiss: the tier does not hold the key.
 	ResultMiss = "miss"
-	// ResultConflict: Redis or the ledger holds the key with another
-	// content hash.
+	// ResultConflict: Redis, the ledger or the in-flight table holds the
+	// key with another content hash.
 	ResultConflict = "conflict"
 	// ResultError: the lookup failed or timed out.
 	ResultError = "error"
@@ -112,17 +128,82 @@ type Verdict struct {
 	// Conflict is true when Tier holds the business key with another
 	// content hash: the event goes on to the workflow, which parks it.
 	Conflict bool
-	// Tier is the tier that confirmed or saw the conflict; empty otherwise.
+	// Tier is the tier that confirmed or saw the conflict, or inflight for
+	// an event in flight (Admission.Follow); empty otherwise.
 	Tier string
 }
 
-// Filter is the three-tier duplicate filter. Make one with New; it is safe
-// for concurrent use.
+// Filter is the duplicate filter. Make one with New; it is safe for
+// concurrent use.
 type Filter struct {
 	o       Options
 	m       *Metrics
 	log     *slog.Logger
 	cacheUp breaker
+	flights inflight
+}
+
+// Admission is the filter's answer for one event, the in-flight table's
+// included.
+type Admission struct {
+	// Verdict is the durable tiers' verdict (Bloom, Redis, ledger); with
+	// Follow set it is Verdict{Tier: TierInFlight}. A key in flight with
+	// another content hash that no durable tier saw is a conflict of tier
+	// inflight.
+	Verdict
+	// Follow, when set, is this process's delivery of the same business key
+	// with the same content hash, under way. The caller waits for its
+	// outcome (Follow.Wait), never before its own deliveries are done or
+	// at least under way, and acks the message without a signal only when
+	// that outcome is true; otherwise it delivers the event itself.
+	Follow *Delivery
+	// Lead, when set, is the caller's own entry in the in-flight table: the
+	// event is to be delivered (neither Duplicate nor Conflict), and the
+	// caller must call Lead.Done with the outcome of its delivery.
+	Lead *Delivery
+}
+
+// Admit is Check preceded and followed by the in-flight table of this
+// process's deliveries. When a delivery of the same business key with the
+// same content hash is under way, it answers Follow and asks no other
+// tier. Otherwise it asks Check, and enters an event found new in the table
+// (Lead) unless a delivery of its key entered it meanwhile (then Follow, or
+// a conflict). The table holds deliveries only: a duplicate or a conflict
+// the durable tiers saw is not entered, and a copy of a conflict goes on
+// to the workflow like the conflict itself. With ctx done it asks nothing,
+// confirms nothing and enters nothing.
+func (f *Filter) Admit(ctx context.Context, e fsm.Event) Admission {
+	if ctx.Err() != nil {
+		return Admission{}
+	}
+	k, hash := e.Key(), e.ContentHash()
+	follow, other := f.flights.find(k, hash)
+	if follow != nil {
+		f.m.lookup(TierInFlight, ResultHit)
+		return Admission{Verdict: Verdict{Tier: TierInFlight}, Follow: follow}
+	}
+	v := f.Check(ctx, e)
+	if other == nil && !v.Duplicate && !v.Conflict {
+		var own *Delivery
+		if own, follow, other = f.flights.claim(k, hash); own != nil {
+			f.m.lookup(TierInFlight, ResultMiss)
+			return Admission{Verdict: v, Lead: own}
+		}
+		if follow != nil {
+			// Entered while the durable tiers were asked.
+			f.m.lookup(TierInFlight, ResultHit)
+			return Admission{Verdict: Verdict{Tier: TierInFlight}, Follow: follow}
+		}
+	}
+	if other == nil {
+		f.m.lookup(TierInFlight, ResultMiss)
+		return Admission{Verdict: v}
+	}
+	f.m.lookup(TierInFlight, ResultConflict)
+	if !v.Duplicate && !v.Conflict {
+		v = Verdict{Conflict: true, Tier: TierInFlight}
+	}
+	return Admission{Verdict: v}
 }
 
 // New returns a Filter with the tiers o names.

@@ -17,9 +17,10 @@ type Metrics struct {
 
 // tierResults are the results each tier can give.
 var tierResults = map[string][]string{
-	TierBloom:  {ResultHit, ResultMiss},
-	TierRedis:  {ResultHit, ResultMiss, ResultConflict, ResultError, ResultSkipped},
-	TierLedger: {ResultHit, ResultMiss, ResultConflict, ResultError},
+	TierInFlight: {ResultHit, ResultMiss, ResultConflict},
+	TierBloom:    {ResultHit, ResultMiss},
+	TierRedis:    {ResultHit, ResultMiss, ResultConflict, ResultError, ResultSkipped},
+	TierLedger:   {ResultHit, ResultMiss, ResultConflict, ResultError},
 }
 
 // NewMetrics registers the filter's metrics with reg.
@@ -37,7 +38,7 @@ func newMetrics() *Metrics {
 	m := &Metrics{
 		lookups: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "orderflow_bridge_dedup_lookups_total",
-			Help: "Lookups of the bridge's duplicate filter, by tier (bloom, redis, ledger) and result: hit (bloom: maybe seen; redis, ledger: the same business key with the same content hash, the message is acked without a signal), miss, conflict (the key with another content hash), error (failed or timed out), skipped (redis cooling down after a failure).",
+			Help: "Lookups of the bridge's duplicate filter, by tier (inflight, bloom, redis, ledger) and result: hit (inflight: this process is delivering the same business key with the same content hash, the message waits for that delivery and is acked without a signal once it succeeded; bloom: maybe seen; redis, ledger: the same business key with the same content hash, the message is acked without a signal), miss, conflict (the key with another content hash), error (failed or timed out), skipped (redis cooling down after a failure).",
 		}, []string{"tier", "result"}),
 		bloomFalsePositives: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "orderflow_bridge_dedup_bloom_false_positives_total",
