@@ -33,7 +33,8 @@ type ledgerWorld struct {
 	orders   string // order ID prefix
 
 	mu      sync.Mutex
-	signals map[fsm.Key]int
+	signals map[fsm.Key]int // events carried by signals, by business key
+	batches [][]fsm.Key     // the events of each call of deliverMany
 }
 
 func newLedgerWorld(t *testing.T) *ledgerWorld {
@@ -50,6 +51,33 @@ func (w *ledgerWorld) deliver(ctx context.Context, e fsm.Event, src message.Enve
 	w.mu.Unlock()
 	_, err := w.st.ApplyEvent(ctx, e, src)
 	return err
+}
+
+// deliverMany counts the events of one signal and records them in the
+// ledger, in order.
+func (w *ledgerWorld) deliverMany(ctx context.Context, _ string, items []Item) error {
+	keys := make([]fsm.Key, len(items))
+	w.mu.Lock()
+	for i, it := range items {
+		keys[i] = it.Event.Key()
+		w.signals[keys[i]]++
+	}
+	w.batches = append(w.batches, keys)
+	w.mu.Unlock()
+	for _, it := range items {
+		if _, err := w.st.ApplyEvent(ctx, it.Event, it.Source); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// signalled is the number of times e's business key was carried by a
+// signal.
+func (w *ledgerWorld) signalled(e fsm.Event) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.signals[e.Key()]
 }
 
 func (w *ledgerWorld) signalCount() int {
@@ -119,9 +147,9 @@ func (w *ledgerWorld) event(n int, v int64, amount int64) fsm.Event {
 		AmountCents: amount, OccurredAt: time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)}
 }
 
-// handle hands the bridge a message carrying e (a new broker message ID
-// each time: a producer retry or a redelivery) and fails on an error.
-func (b testBridge) handle(t *testing.T, e fsm.Event) {
+// eventMsg is a message carrying e, with a new broker message ID each
+// time (a producer retry or a redelivery).
+func eventMsg(t *testing.T, e fsm.Event) *primitive.MessageExt {
 	t.Helper()
 	body, err := json.Marshal(e)
 	if err != nil {
@@ -132,7 +160,13 @@ func (b testBridge) handle(t *testing.T, e fsm.Event) {
 	m.Body = body
 	m.WithKeys([]string{e.OrderID})
 	m.WithTag(string(e.Status))
-	if err := b.h.Handle(context.Background(), m); err != nil {
+	return m
+}
+
+// handle hands the bridge a message carrying e and fails on an error.
+func (b testBridge) handle(t *testing.T, e fsm.Event) {
+	t.Helper()
+	if err := b.h.Handle(context.Background(), eventMsg(t, e)); err != nil {
 		t.Fatalf("handle %s: %v", e.Key(), err)
 	}
 }

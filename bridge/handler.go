@@ -4,8 +4,10 @@
 // Handler acknowledges a message only after that effect is durable and
 // retries in-process, with backoff, while Temporal or PostgreSQL is down.
 // A valid event that the duplicate filter (package dedup) confirms was
-// already durably signalled or recorded is acked without a signal. The
-// consumer that feeds it is internal/mq's; the process is starter.
+// already durably signalled or recorded is acked without a signal, and so
+// is a copy of an event this process was delivering, once that delivery
+// succeeded. The consumer that feeds it is internal/mq's; the process is
+// starter.
 package bridge
 
 import (
@@ -81,8 +83,10 @@ func NewHandler(log *slog.Logger, deliver DeliverFunc, park ParkFunc, m *Metrics
 // WithDedup puts the duplicate filter f in front of the delivery: a valid
 // event f confirms was already durably signalled or recorded with the same
 // content is acked without a signal (its sequence number still recorded),
-// and every event signalled is reported to f. Call it before h handles
-// messages. It returns h.
+// a copy of an event h is delivering at the time waits for that delivery
+// and is acked without a signal once it succeeded, and every event
+// signalled is reported to f. Call it before h handles messages. It
+// returns h.
 func (h *Handler) WithDedup(f *dedup.Filter) *Handler {
 	h.dedup = f
 	return h
@@ -125,6 +129,34 @@ type pending struct {
 	item   Item
 	result string // set once the message's effect is durable
 	err    error
+	// lead is the message's entry in the duplicate filter's in-flight
+	// table: its copies in this process follow its delivery.
+	lead *dedup.Delivery
+	// follow is another callback's delivery of the same event, whose
+	// outcome the message waits for.
+	follow *dedup.Delivery
+	// shares is the message of the same batch, with the same event, whose
+	// delivery this one shares.
+	shares *pending
+	// delivered: the event is durably signalled.
+	delivered bool
+}
+
+// orderGroups are valid events to deliver, by order, in the batch's order.
+type orderGroups struct {
+	ids []string
+	by  map[string][]*pending
+}
+
+func (g *orderGroups) add(p *pending) {
+	id := p.item.Event.OrderID
+	if g.by == nil {
+		g.by = map[string][]*pending{}
+	}
+	if _, ok := g.by[id]; !ok {
+		g.ids = append(g.ids, id)
+	}
+	g.by[id] = append(g.by[id], p)
 }
 
 // HandleBatch is the mq.BatchHandler of the bridge. Each message's
@@ -134,13 +166,23 @@ type pending struct {
 // messages of msgs and drops the confirmed duplicates one by one, then
 // delivers the valid events: those of one order together, in the batch's
 // order (with the DeliverManyFunc, one signal per order), different orders
-// at once. It returns nil (ack the batch) only when every message's effect
-// is durable; otherwise the broker delivers the whole batch again, which
-// the effects' idempotence makes harmless.
+// at once. A copy of an event this process is delivering right now (the
+// duplicate filter's in-flight table) is not delivered again: a copy of an
+// earlier message of the batch shares that message's delivery and fate; a
+// copy of another callback's delivery waits for it once the batch's own
+// deliveries are done, is acked as a duplicate when it succeeded, and is
+// delivered otherwise. HandleBatch returns nil (ack the batch) only when
+// every message's effect is durable; otherwise the broker delivers the
+// whole batch again, which the effects' idempotence makes harmless.
 func (h *Handler) HandleBatch(ctx context.Context, msgs []*primitive.MessageExt) error {
 	ps := make([]*pending, len(msgs))
-	var orders []string
-	byOrder := map[string][]*pending{}
+	// Whatever happens (a failure, a panic), no entry of the in-flight
+	// table outlives the batch: copies waiting for it then deliver
+	// themselves.
+	defer releaseLeads(ps)
+	var own orderGroups
+	var followers []*pending
+	leads := map[*dedup.Delivery]*pending{}
 	var firstErr error
 	for i, m := range msgs {
 		p := &pending{m: m, start: h.now()}
@@ -155,36 +197,31 @@ func (h *Handler) HandleBatch(ctx context.Context, msgs []*primitive.MessageExt)
 			p.err, firstErr = err, err
 			continue
 		}
-		if deliver {
-			id := p.item.Event.OrderID
-			if _, ok := byOrder[id]; !ok {
-				orders = append(orders, id)
+		switch {
+		case p.follow != nil:
+			if lead, ok := leads[p.follow]; ok {
+				p.shares, p.follow = lead, nil
+			} else {
+				followers = append(followers, p)
 			}
-			byOrder[id] = append(byOrder[id], p)
+		case deliver:
+			if p.lead != nil {
+				leads[p.lead] = p
+			}
+			own.add(p)
 		}
 	}
-	if firstErr == nil && len(orders) > 0 {
-		if len(orders) == 1 {
-			h.deliverOrder(byOrder[orders[0]])
-		} else {
-			var wg sync.WaitGroup
-			for _, id := range orders {
-				wg.Go(func() {
-					ps := byOrder[id]
-					defer func() {
-						// A bug must neither acknowledge a message nor end
-						// the process (the consumer recovers the callback's
-						// own goroutine, not this one).
-						if r := recover(); r != nil {
-							for _, p := range ps {
-								p.result, p.err = "", fmt.Errorf("delivering the events of order %s panicked: %v", id, r)
-							}
-						}
-					}()
-					h.deliverOrder(ps)
-				})
+	if firstErr == nil {
+		h.deliverAll(own)
+		// The batch's own deliveries are over: only now may it wait for
+		// others', which never wait for anything, so no two batches wait
+		// for each other.
+		releaseLeads(ps)
+		h.awaitFollowed(ctx, ps, followers)
+		for _, p := range ps {
+			if p.shares != nil {
+				h.share(p)
 			}
-			wg.Wait()
 		}
 	}
 	var err error
@@ -211,9 +248,115 @@ func (h *Handler) HandleBatch(ctx context.Context, msgs []*primitive.MessageExt)
 	return err
 }
 
+// releaseLeads ends the in-flight entries of ps that are still open: their
+// events were not delivered (an entry of a delivered event is ended when
+// its signal succeeded).
+func releaseLeads(ps []*pending) {
+	for _, p := range ps {
+		if p != nil && p.lead != nil {
+			p.lead.Done(false)
+		}
+	}
+}
+
+// deliverAll delivers the events of g: those of one order with
+// deliverOrder, different orders at once.
+func (h *Handler) deliverAll(g orderGroups) {
+	switch len(g.ids) {
+	case 0:
+		return
+	case 1:
+		h.deliverOrder(g.by[g.ids[0]])
+		return
+	}
+	var wg sync.WaitGroup
+	for _, id := range g.ids {
+		wg.Go(func() {
+			ps := g.by[id]
+			defer func() {
+				// A bug must neither acknowledge a message nor end the
+				// process (the consumer recovers the callback's own
+				// goroutine, not this one).
+				if r := recover(); r != nil {
+					for _, p := range ps {
+						p.result, p.err = "", fmt.Errorf("delivering the events of order %s panicked: %v", id, r)
+					}
+				}
+			}()
+			h.deliverOrder(ps)
+		})
+	}
+	wg.Wait()
+}
+
+// awaitFollowed settles the followers, messages carrying an event another
+// callback of this process was delivering: each waits for that delivery,
+// at most the retry budget, and is acked as a duplicate when it succeeded;
+// otherwise it is delivered like any new event (copies of one failed
+// delivery together, the later ones sharing the first's). When a message
+// of ps failed already, the batch goes back to the broker whatever
+// happens, and the followers fail with it without waiting.
+func (h *Handler) awaitFollowed(ctx context.Context, ps, followers []*pending) {
+	if len(followers) == 0 {
+		return
+	}
+	for _, p := range ps {
+		if p.err != nil {
+			for _, f := range followers {
+				f.err = fmt.Errorf("message %s: another message of the batch failed: %w", f.m.MsgId, p.err)
+			}
+			return
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, h.retry.For)
+	defer cancel()
+	var again orderGroups
+	first := map[*dedup.Delivery]*pending{}
+	for _, p := range followers {
+		if p.follow.Wait(wctx) {
+			h.ackDuplicate(p)
+			continue
+		}
+		if f, ok := first[p.follow]; ok {
+			p.shares = f
+			continue
+		}
+		first[p.follow] = p
+		p.log.Info("the delivery of the same event by another callback did not succeed in time; delivering it")
+		again.add(p)
+	}
+	h.deliverAll(again)
+}
+
+// share settles p, which shares the delivery of p.shares: a duplicate once
+// that delivery succeeded, failed with it otherwise.
+func (h *Handler) share(p *pending) {
+	switch s := p.shares; {
+	case s.delivered:
+		h.ackDuplicate(p)
+	case s.err != nil:
+		p.err = fmt.Errorf("message %s: the delivery of message %s, with the same event, failed: %w", p.m.MsgId, s.m.MsgId, s.err)
+	default:
+		p.err = fmt.Errorf("message %s: the delivery of message %s, with the same event, did not happen", p.m.MsgId, s.m.MsgId)
+	}
+}
+
+// ackDuplicate acks p, whose event this process delivered while p waited:
+// its sequence number is recorded, no signal sent.
+func (h *Handler) ackDuplicate(p *pending) {
+	e := p.item.Event
+	p.log.Debug("duplicate acked without a signal", "confirmed_by", dedup.TierInFlight)
+	if err := h.recordSeq(p.ctx, p.log, e.ProducerID, e.Seq); err != nil {
+		p.err = err
+		return
+	}
+	p.result = ResultDuplicate
+}
+
 // prepare decides what becomes of p's message: an invalid one is parked
 // and a confirmed duplicate acked (p.result is set), a valid event is to be
-// delivered (true, with p.item set).
+// delivered (true, with p.item and, with the duplicate filter, p.lead set)
+// or follows a delivery of the same event in flight (p.follow set).
 func (h *Handler) prepare(ctx context.Context, p *pending) (bool, error) {
 	m := p.m
 	log := h.log.With("msg_id", m.MsgId, "topic", m.Topic, "keys", m.GetKeys(), "tag", m.GetTags(),
@@ -246,6 +389,7 @@ func (h *Handler) prepare(ctx context.Context, p *pending) (bool, error) {
 	p.span.SetAttributes(spanattr.Event(e)...)
 	log = log.With("order_id", e.OrderID, "version", e.Version, "status", string(e.Status), "event_id", e.EventID)
 	p.log = log
+	p.item = Item{Event: e, Source: env}
 	if len(r.Mismatch) > 0 {
 		for _, f := range r.Mismatch {
 			h.metrics.mismatches.WithLabelValues(f).Inc()
@@ -254,28 +398,33 @@ func (h *Handler) prepare(ctx context.Context, p *pending) (bool, error) {
 	}
 	if h.dedup != nil {
 		dctx, dspan := tracer.Start(ctx, "dedup")
-		v := h.dedup.Check(dctx, e)
-		dspan.SetAttributes(dedupAttributes(v)...)
+		a := h.dedup.Admit(dctx, e)
+		dspan.SetAttributes(dedupAttributes(a)...)
 		dspan.End()
-		if v.Duplicate {
-			log.Debug("duplicate acked without a signal", "confirmed_by", v.Tier)
+		switch {
+		case a.Duplicate:
+			log.Debug("duplicate acked without a signal", "confirmed_by", a.Tier)
 			if err := h.recordSeq(ctx, log, e.ProducerID, e.Seq); err != nil {
 				return false, err
 			}
 			p.result = ResultDuplicate
 			return false, nil
+		case a.Follow != nil:
+			log.Debug("the same event is being delivered; the message waits for that delivery")
+			p.follow = a.Follow
+			return false, nil
+		case a.Conflict:
+			log.Info("business key already delivered with other content; the workflow parks the conflict", "seen_by", a.Tier)
 		}
-		if v.Conflict {
-			log.Info("business key already delivered with other content; the workflow parks the conflict", "seen_by", v.Tier)
-		}
+		p.lead = a.Lead
 	}
-	p.item = Item{Event: e, Source: env}
 	return true, nil
 }
 
 // deliverOrder delivers the events of one order, in order: all in one
 // call of the DeliverManyFunc when there is one and several events, else
-// one call of the DeliverFunc each. It sets each pending's result or err.
+// one call of the DeliverFunc each. It sets each pending's result or err,
+// and ends the in-flight entry of each event it delivered.
 func (h *Handler) deliverOrder(ps []*pending) {
 	var err error
 	if h.deliverMany != nil && len(ps) > 1 {
@@ -312,8 +461,14 @@ func (h *Handler) deliverOrder(ps []*pending) {
 			}
 		}
 		e := p.item.Event
+		p.delivered = true
 		if h.dedup != nil {
 			h.dedup.Delivered(p.ctx, e)
+		}
+		if p.lead != nil {
+			// After Delivered: a copy that no longer finds the entry
+			// finds the event in the Bloom filter and Redis.
+			p.lead.Done(true)
 		}
 		h.metrics.eventLatency.Observe(h.now().Sub(e.OccurredAt).Seconds())
 		p.log.Debug("event signalled")

@@ -16,7 +16,8 @@ const (
 	ResultParked    = "parked"
 	ResultRetry     = "retry"
 	// ResultDuplicate: the duplicate filter confirmed the event was already
-	// durably signalled or recorded; acked without a signal.
+	// durably signalled or recorded, or this process signalled it while the
+	// message waited; acked without a signal.
 	ResultDuplicate = "duplicate"
 )
 
@@ -41,7 +42,7 @@ func NewMetrics(reg prometheus.Registerer, c *ConsumerStats) (*Metrics, error) {
 	m := &Metrics{
 		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "orderflow_bridge_messages_total",
-			Help: "Messages handled, by result: signalled (delivered to Temporal, acked), duplicate (Redis or the ledger confirmed the event was already signalled or recorded with the same content, acked without a signal), parked (dead letter committed, acked), retry (not acked, the broker delivers it again).",
+			Help: "Messages handled, by result: signalled (delivered to Temporal, acked), duplicate (Redis or the ledger confirmed the event was already signalled or recorded with the same content, or this process signalled it while the message waited, acked without a signal), parked (dead letter committed, acked), retry (not acked, the broker delivers it again).",
 		}, []string{"result"}),
 		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "orderflow_bridge_rejections_total",

@@ -69,13 +69,16 @@ func failed(span trace.Span, err error) {
 	}
 }
 
-// dedupAttributes describe the duplicate filter's verdict: duplicate,
-// conflict or new, and the tier that decided.
-func dedupAttributes(v dedup.Verdict) []attribute.KeyValue {
+// dedupAttributes describe the duplicate filter's answer: duplicate,
+// in_flight (the same event is being delivered), conflict or new, and the
+// tier that decided.
+func dedupAttributes(v dedup.Admission) []attribute.KeyValue {
 	verdict := "new"
 	switch {
 	case v.Duplicate:
 		verdict = "duplicate"
+	case v.Follow != nil:
+		verdict = "in_flight"
 	case v.Conflict:
 		verdict = "conflict"
 	}
