@@ -432,6 +432,14 @@ pg_status() {
 #           "profile server" below)
 # Each profile keeps its files apart, so switching needs a `make down` first
 # but loses nothing.
+#
+# Dev profile only: ORDERFLOW_TEMPORAL_SQLITE_PRAGMAS (default
+# "journal_mode=wal synchronous=NORMAL") are the SQLite pragmas of the dev
+# server, space-separated; ORDERFLOW_TEMPORAL_DEV_ARGS (default empty) are
+# further arguments of `temporal server start-dev`, split at spaces, for
+# example "--dynamic-config-value matching.numTaskqueueReadPartitions=1".
+# The benchmark's tuning mode measures such variants on dev servers of its
+# own.
 TEMPORAL_PROFILE=${ORDERFLOW_TEMPORAL_PROFILE:-dev}
 case $TEMPORAL_PROFILE in
 dev | server) ;;
@@ -474,6 +482,15 @@ temporal_healthy() {
 # alive; this waits for it to answer or to be gone.
 temporal_healthy_or_gone() { ! temporal_running || temporal_healthy; }
 
+# dev_pragma_args prints a --sqlite-pragma argument per pragma of
+# ORDERFLOW_TEMPORAL_SQLITE_PRAGMAS.
+dev_pragma_args() {
+	local p
+	for p in ${ORDERFLOW_TEMPORAL_SQLITE_PRAGMAS:-journal_mode=wal synchronous=NORMAL}; do
+		printf -- '--sqlite-pragma %s ' "$p"
+	done
+}
+
 temporal_up() {
 	if [ "$TEMPORAL_PROFILE" = server ]; then
 		tserver_up
@@ -500,9 +517,9 @@ temporal_up() {
 			--ip 127.0.0.1 --port "$TEMPORAL_PORT" --ui-port "$TEMPORAL_UI_PORT" \
 			--namespace default \
 			--db-filename "$TEMPORAL_DIR/temporal.db" \
-			--sqlite-pragma journal_mode=wal --sqlite-pragma synchronous=NORMAL \
+			$(dev_pragma_args) \
 			--search-attribute OrderStatus=Keyword \
-			--log-level warn --color never
+			--log-level warn --color never ${ORDERFLOW_TEMPORAL_DEV_ARGS:-}
 	fi
 	if ! wait_until "$HEALTH_TIMEOUT" temporal_healthy; then
 		temporal_running || fail temporal "the server exited during startup: $(last_error "$TEMPORAL_LOG")" "$TEMPORAL_LOG"
