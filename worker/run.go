@@ -34,6 +34,7 @@ type options struct {
 	MaxWorkflowTasks     int
 	ActivityPollers      int
 	WorkflowPollers      int
+	StickyCacheSize      int
 	DBMaxOpenConns       int
 	ActivitiesPerSecond  float64
 	ShutdownHTTPDeadline time.Duration
@@ -66,6 +67,8 @@ func parse(args []string, out io.Writer) (config.Config, options, error) {
 	s.Int(&o.MaxWorkflowTasks, 100, w("max-concurrent-workflow-tasks", "MAX_CONCURRENT_WORKFLOW_TASKS", "workflow tasks running at once (0: SDK default)"))
 	s.Int(&o.ActivityPollers, 4, w("activity-pollers", "ACTIVITY_POLLERS", "activity task pollers (0: SDK default)"))
 	s.Int(&o.WorkflowPollers, 4, w("workflow-pollers", "WORKFLOW_POLLERS", "workflow task pollers (0: SDK default)"))
+	s.Int(&o.StickyCacheSize, 0, w("sticky-cache-size", "STICKY_CACHE_SIZE",
+		"workflow executions kept in the sticky cache, whose next task needs no replay of the history (0: SDK default, 10,000)"))
 	s.Int(&o.DBMaxOpenConns, 20, w("db-max-open-conns", "DB_MAX_OPEN_CONNS", "PostgreSQL connections at most"))
 	s.Float(&o.ActivitiesPerSecond, 0, w("activities-per-second", "ACTIVITIES_PER_SECOND", "rate limit of this worker's activities (0: none)"))
 	s.Duration(&o.BrokerLagInterval, backlog.DefaultInterval, w("broker-lag-interval", "BROKER_LAG_INTERVAL",
@@ -78,7 +81,7 @@ func parse(args []string, out io.Writer) (config.Config, options, error) {
 		return cfg, o, fmt.Errorf("unexpected arguments %q", s.Args())
 	}
 	for name, v := range map[string]int{"max-concurrent-activities": o.MaxActivities, "max-concurrent-workflow-tasks": o.MaxWorkflowTasks,
-		"activity-pollers": o.ActivityPollers, "workflow-pollers": o.WorkflowPollers} {
+		"activity-pollers": o.ActivityPollers, "workflow-pollers": o.WorkflowPollers, "sticky-cache-size": o.StickyCacheSize} {
 		if v < 0 {
 			return cfg, o, fmt.Errorf("-%s must be >= 0, got %s", name, strconv.Itoa(v))
 		}
@@ -185,6 +188,11 @@ func serve(ctx context.Context, stop context.CancelFunc, cfg config.Config, o op
 	}
 	defer stopPprof()
 
+	if o.StickyCacheSize > 0 {
+		// Process-wide, and read when the first worker is created.
+		worker.SetStickyWorkflowCacheSize(o.StickyCacheSize)
+		logger.Info("sticky workflow cache", "size", o.StickyCacheSize)
+	}
 	fatal := make(chan error, 1)
 	w := worker.New(tc, cfg.TaskQueue, worker.Options{
 		MaxConcurrentActivityExecutionSize:     o.MaxActivities,

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -48,10 +50,25 @@ func TestParseDefaultsEnvAndFlags(t *testing.T) {
 	}
 }
 
+func TestParseStickyCacheSize(t *testing.T) {
+	_, o, err := parse(nil, io.Discard)
+	if err != nil || o.StickyCacheSize != 0 {
+		t.Fatalf("default sticky cache size %d (%v), want 0 (the SDK's default)", o.StickyCacheSize, err)
+	}
+	t.Setenv("ORDERFLOW_WORKER_STICKY_CACHE_SIZE", "250")
+	if _, o, err = parse(nil, io.Discard); err != nil || o.StickyCacheSize != 250 {
+		t.Errorf("from env: sticky cache size %d (%v), want 250", o.StickyCacheSize, err)
+	}
+	if _, o, err = parse([]string{"-sticky-cache-size", "7"}, io.Discard); err != nil || o.StickyCacheSize != 7 {
+		t.Errorf("from the flag over env: sticky cache size %d (%v), want 7", o.StickyCacheSize, err)
+	}
+}
+
 func TestParseRejectsBadInput(t *testing.T) {
 	for _, args := range [][]string{
 		{"-max-concurrent-activities", "-1"},
 		{"-db-max-open-conns", "0"},
+		{"-sticky-cache-size", "-1"},
 		{"-stop-timeout", "soon"},
 		{"-broker-lag-interval", "-1s"},
 		{"-consumer-group", ""},
@@ -292,4 +309,59 @@ func TestWorkerRejectsBadFlag(t *testing.T) {
 	if code == 0 || !strings.Contains(out, "no-such-flag") {
 		t.Fatalf("err %v\n%s", err, out)
 	}
+}
+
+// TestWorkerStickyCacheSize runs the worker with a sticky cache of 3
+// workflow executions while 20 orders' workflows are open: the cache must
+// hold no more than 3, evict the others, and every invariant must still
+// hold (the evicted workflows replay their histories on their next task).
+func TestWorkerStickyCacheSize(t *testing.T) {
+	const orders, cacheSize = 20, 3
+	c := testenv.RequireTemporal(t)
+	db, dsn := testenv.NewDatabase(t)
+	tq := uniq.Name("wk-sticky")
+	sc := workflowtest.Scenario(t, uniq.Name("wks"), orders, 11)
+	t.Cleanup(func() { workflowtest.TerminateAll(c, &sc.Expected, "test finished") })
+
+	w := startWorker(t, dsn, tq, "-sticky-cache-size", strconv.Itoa(cacheSize))
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if err := workflowtest.DeliverAll(ctx, c, tq, workflows.DefaultParams(), sc.Messages, 4, nil); err != nil {
+		t.Fatalf("deliver: %v", err)
+	}
+	workflowtest.WaitSettled(t, db, sc.Expected.FirstPhase(), 100*time.Second)
+
+	_, metrics := w.get("/metrics")
+	size := metricSum(metrics, "temporal_sticky_cache_size")
+	evicted := metricSum(metrics, "temporal_sticky_cache_total_forced_eviction_total")
+	t.Logf("sticky cache: size %v, forced evictions %v, hits %v, misses %v", size, evicted,
+		metricSum(metrics, "temporal_sticky_cache_hit_total"), metricSum(metrics, "temporal_sticky_cache_miss_total"))
+	if size < 1 || size > cacheSize {
+		t.Errorf("temporal_sticky_cache_size = %v with -sticky-cache-size %d", size, cacheSize)
+	}
+	if evicted < 1 {
+		t.Errorf("no forced eviction from a cache of %d with %d open workflows", cacheSize, orders)
+	}
+	logged := false
+	for _, line := range strings.Split(w.Output(), "\n") {
+		logged = logged || strings.Contains(line, `"msg":"sticky workflow cache"`) && strings.Contains(line, fmt.Sprintf(`"size":%d`, cacheSize))
+	}
+	if !logged {
+		t.Errorf("the worker did not log its sticky cache size")
+	}
+}
+
+// metricSum adds the values of the samples of metric in Prometheus text.
+func metricSum(text, metric string) float64 {
+	var total float64
+	for _, line := range strings.Split(text, "\n") {
+		if !strings.HasPrefix(line, metric+"{") && !strings.HasPrefix(line, metric+" ") {
+			continue
+		}
+		f := strings.Fields(line)
+		if v, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil {
+			total += v
+		}
+	}
+	return total
 }
