@@ -48,7 +48,9 @@
 //	orderflow bench [temporal=server]: e2e=<events/s> baseline=<events/s> ratio=<e2e/baseline> p99_ms=<steady-rate p99>
 //	orderflow bench: e2e=<events/s> baseline=<events/s> ratio=<e2e/baseline> p99_ms=<steady-rate p99>
 //
-// Run it with `make bench`.
+// With -tune it runs nothing of the above but the tuning comparisons of
+// tune.go: backlog drains with the default setting and variants of each
+// knob named. Run it with `make bench`.
 package main
 
 import (
@@ -121,6 +123,8 @@ type options struct {
 	// signal per event (batch size 1), the behaviour before batching.
 	batchCompare bool
 	flush        flushPlan
+	// tune, when enabled, makes the run the tuning comparisons only.
+	tune tunePlan
 }
 
 func main() {
@@ -212,6 +216,7 @@ func parse(args []string) (config.Config, tuning, options, error) {
 	fs.Int(&t.MaxWorkflowTasks, 100, bs("max-concurrent-workflow-tasks", "worker setting, for the ceiling and the worker processes"))
 	fs.Int(&t.ActivityPollers, 4, bs("activity-pollers", "worker setting, for the ceiling and the worker processes"))
 	fs.Int(&t.WorkflowPollers, 4, bs("workflow-pollers", "worker setting, for the ceiling and the worker processes"))
+	registerTune(fs, bs, &o.tune)
 	if err := fs.Parse(args, nil); err != nil {
 		return cfg, t, o, err
 	}
@@ -281,6 +286,9 @@ func parse(args []string) (config.Config, tuning, options, error) {
 	}
 	if o.hotMaxEvents < 0 {
 		return cfg, t, o, fmt.Errorf("-hot-max-events must be >= 0, got %d", o.hotMaxEvents)
+	}
+	if err := o.tune.resolve(); err != nil {
+		return cfg, t, o, err
 	}
 	return cfg, t, o, nil
 }
@@ -381,6 +389,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "orderflow bench: logs in %s\n", b.logDir)
+	if o.tune.enabled() {
+		return b.runTune(ctx, o, out)
+	}
 
 	// Before the long phases: every engine can be reached or started.
 	var root string
