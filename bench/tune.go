@@ -103,7 +103,7 @@ var tuneKnobs = []knob{
 	{
 		Name: "sticky-cache-size", Side: "worker",
 		What: "workflow executions kept in the worker's sticky cache (0: the SDK's 10,000); the variant holds a quarter of " +
-			"the scenario's orders, so most tasks replay their workflow's history: what the cache buys",
+			"the scenario's orders' workflows, and an evicted one replays its whole history on its next task (sticky cache misses)",
 		current: func(b *bench, _ options) string { return workerFlag(b.workerArgs, "sticky-cache-size", "0") },
 		variants: func(o options) []string {
 			return []string{strconv.Itoa(max(1, o.tune.Orders/4))}
