@@ -331,12 +331,27 @@ var tuneFigures = []tuneFigure{
 		}
 		return fmt.Sprintf("%.2f", n/float64(r.Messages))
 	}},
+	{"temporal cores", func(r cellResult) string { return cores(r.CPU, "temporal") }},
+	{"idle cores", func(r cellResult) string {
+		if r.CPU == nil {
+			return "–"
+		}
+		return fmt.Sprintf("%.2f", r.CPU.Idle)
+	}},
 	{"sticky cache misses", func(r cellResult) string {
 		if _, ok := r.Metrics[keyExec+"_count"]; !ok {
 			return "–" // the worker's metrics were not read
 		}
 		return fmt.Sprintf("%.0f", r.Metrics[keyMisses])
 	}},
+}
+
+// cores formats the cores group used over a drain (cellResult.CPU).
+func cores(sh *cpuShare, group string) string {
+	if sh == nil {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", sh.Cores[group])
 }
 
 // seconds formats the mean in seconds m[key]: milliseconds under a second.
@@ -418,6 +433,8 @@ func (b *bench) runTune(ctx context.Context, o options, out io.Writer) error {
 	if b.workerBin, b.bridgeBin, err = buildBinaries(ctx, b.logDir); err != nil {
 		return err
 	}
+	b.cpu = startCPUSampler(ctx, 500*time.Millisecond)
+	defer b.cpu.Stop()
 	t := b.tuning
 	fmt.Fprintf(out, "worker settings: %d workflow-task slots, %d activity slots, %d/%d workflow/activity pollers %s\n",
 		t.MaxWorkflowTasks, t.MaxActivities, t.WorkflowPollers, t.ActivityPollers, strings.Join(b.workerArgs, " "))
@@ -442,6 +459,9 @@ func (b *bench) runTune(ctx context.Context, o options, out io.Writer) error {
 			kr.Drains = append(kr.Drains, tuneDrain{Setting: s, Result: r})
 			fmt.Fprintf(out, "drain:    %s %d/%d, %s %s: %d distinct events (%d messages) in %.1fs = %.1f events/s; %s\n",
 				k.Name, n+1, len(schedule), settingLetter(s), labels[s], r.Events, r.Messages, r.Elapsed.Seconds(), r.Rate, drainFigures(r))
+			if r.CPU != nil {
+				fmt.Fprintf(out, "cpu:      cores used from the first to the last effect: %s\n", r.CPU)
+			}
 		}
 		kr.Settings = summarize(labels, kr.Drains)
 		res.Knobs = append(res.Knobs, kr)
@@ -450,7 +470,7 @@ func (b *bench) runTune(ctx context.Context, o options, out io.Writer) error {
 	if data, err := json.MarshalIndent(res, "", "  "); err == nil {
 		_ = os.WriteFile(filepath.Join(b.logDir, "results.json"), data, 0o644)
 	}
-	fmt.Fprintf(out, "tune:     distinct events/s of each drain (#: its place in its knob's order), their mean and B/A; spread = (max - min) / mean of a setting's drains; SDK means and counts of the worker and bridge of each drain, in the same order\n")
+	fmt.Fprintf(out, "tune:     distinct events/s of each drain (#: its place in its knob's order), their mean and B/A; spread = (max - min) / mean of a setting's drains; SDK means and counts of the worker and bridge of each drain, the cores the Temporal server used and the machine's idle cores, in the same order\n")
 	writeTuneTable(out, res.Knobs)
 	if a := defaultRates(res.Knobs); len(a) > 1 {
 		m := mean(a)

@@ -209,6 +209,7 @@ func TestWriteTuneTable(t *testing.T) {
 	for i := range drains {
 		drains[i].Result.Metrics = map[string]float64{keySchedule: 13.5, keyExec + "_count": 25, keyRespond: 0.058,
 			keyMisses: float64(40 * drains[i].Setting)}
+		drains[i].Result.CPU = &cpuShare{Cores: map[string]float64{"temporal": 0.9 + 0.01*float64(i), "worker": 0.1}, Idle: 0.25}
 	}
 	k := tuneKnobResult{Knob: "workflow-pollers", Side: "worker", Drains: drains, Settings: summarize([]string{"4", "16"}, drains)}
 	var buf bytes.Buffer
@@ -218,8 +219,8 @@ func TestWriteTuneTable(t *testing.T) {
 		t.Fatalf("%d lines, want a head, a rule and 2 rows:\n%s", len(lines), buf.String())
 	}
 	for _, w := range []string{
-		"| workflow-pollers | A 4 | 100.0 (#1), 100.0 (#4) | 100.0 | 1.00 | 0% | – / – | 13.50 s / 13.50 s | 58.0 ms / 58.0 ms | 0.25 / 0.25 | 0 / 0 |",
-		"|  | B 16 | 120.0 (#2), 120.0 (#3) | 120.0 | 1.20 | 0% | – / – | 13.50 s / 13.50 s | 58.0 ms / 58.0 ms | 0.25 / 0.25 | 40 / 40 |",
+		"| workflow-pollers | A 4 | 100.0 (#1), 100.0 (#4) | 100.0 | 1.00 | 0% | – / – | 13.50 s / 13.50 s | 58.0 ms / 58.0 ms | 0.25 / 0.25 | 0.90 / 0.93 | 0.25 / 0.25 | 0 / 0 |",
+		"|  | B 16 | 120.0 (#2), 120.0 (#3) | 120.0 | 1.20 | 0% | – / – | 13.50 s / 13.50 s | 58.0 ms / 58.0 ms | 0.25 / 0.25 | 0.91 / 0.92 | 0.25 / 0.25 | 40 / 40 |",
 	} {
 		if !slices.Contains(lines, w) {
 			t.Errorf("no row\n%s\nin\n%s", w, buf.String())
@@ -273,6 +274,12 @@ func TestTuneRun(t *testing.T) {
 		}
 		if _, ok := r.Metrics[keySchedule]; !ok {
 			t.Errorf("drain %d: no workflow task schedule-to-start mean in %v", i+1, r.Metrics)
+		}
+		// Temporal serves every drain. (A group's figure is a lower bound:
+		// a process that exits takes its CPU time with it, so the worker's
+		// may read 0 while another worker process on the machine ends.)
+		if r.CPU == nil || r.CPU.Cores["temporal"] <= 0 {
+			t.Errorf("drain %d: CPU use %+v, want some for Temporal", i+1, r.CPU)
 		}
 		// Every order's workflow is open (its grace period has not ended).
 		size, ok := r.Metrics[keySticky]
