@@ -298,6 +298,7 @@ func mean(v []float64) float64 {
 type tuneResults struct {
 	Started time.Time        `json:"started"`
 	Took    string           `json:"took"`
+	Engine  string           `json:"engine"`
 	Orders  int              `json:"orders"`
 	Knobs   []tuneKnobResult `json:"knobs"`
 }
@@ -425,10 +426,52 @@ func defaultRates(knobs []tuneKnobResult) []float64 {
 	return out
 }
 
+// tuneEngine prepares the engine a tuning run drains on: the primary one
+// of -engines (the stack's dev server, unless -engines leaves it out), up
+// and answering; the returned function stops an engine the benchmark
+// started.
+func (b *bench) tuneEngine(ctx context.Context, o options, out io.Writer) (*engine, func(), error) {
+	spec := o.engines[primaryEngine(o.engines)]
+	var root string
+	if spec.Profile != "" {
+		var err error
+		if root, err = repoRoot(); err != nil {
+			return nil, nil, err
+		}
+	}
+	e, err := newEngine(spec, o, b.cfg, root, b.logDir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("engine %s: %w", spec.Name, err)
+	}
+	if e.stack == nil {
+		if err := e.dial(ctx, b.cfg); err != nil {
+			return nil, nil, err
+		}
+		fmt.Fprintf(out, "Temporal: %s at %s, namespace %s\n", e.Doc, e.Address, e.Namespace)
+		return e, func() {}, nil
+	}
+	if err := e.stack.reset(ctx); err != nil {
+		e.stack.down()
+		return nil, nil, err
+	}
+	d, err := e.stack.up(ctx)
+	if err != nil {
+		e.stack.down()
+		return nil, nil, err
+	}
+	fmt.Fprintf(out, "Temporal: %s, started in %.1fs (%s)\n", e.Doc, d.Seconds(), e.stack.describe())
+	return e, e.stack.down, nil
+}
+
 // runTune runs the tuning comparisons of o.tune and prints their table.
 func (b *bench) runTune(ctx context.Context, o options, out io.Writer) error {
 	began := time.Now()
-	var err error
+	e, stop, err := b.tuneEngine(ctx, o, out)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	b.cfg.TemporalAddress, b.cfg.TemporalNamespace, b.engine = e.Address, e.Namespace, e.Name
 	fmt.Fprintf(out, "building worker and bridge ...\n")
 	if b.workerBin, b.bridgeBin, err = buildBinaries(ctx, b.logDir); err != nil {
 		return err
@@ -438,10 +481,10 @@ func (b *bench) runTune(ctx context.Context, o options, out io.Writer) error {
 	t := b.tuning
 	fmt.Fprintf(out, "worker settings: %d workflow-task slots, %d activity slots, %d/%d workflow/activity pollers %s\n",
 		t.MaxWorkflowTasks, t.MaxActivities, t.WorkflowPollers, t.ActivityPollers, strings.Join(b.workerArgs, " "))
-	fmt.Fprintf(out, "tune:     per knob, e2e backlog drains of one %d-order scenario (20%% duplicates) by the bridge (concurrency %d, batch size %d) and %d worker process(es), "+
+	fmt.Fprintf(out, "tune:     per knob, e2e backlog drains of one %d-order scenario (20%% duplicates) by the bridge (concurrency %d, batch size %d) and %d worker process(es) on the %s engine, "+
 		"default setting A and variants B in the order A B.. ..B A; each drain settled with all invariants holding\n",
-		o.tune.Orders, o.concurrency, o.batch, o.workers)
-	res := tuneResults{Started: began, Orders: o.tune.Orders}
+		o.tune.Orders, o.concurrency, o.batch, o.workers, e.Name)
+	res := tuneResults{Started: began, Engine: e.Name, Orders: o.tune.Orders}
 	for _, k := range o.tune.Knobs {
 		labels := settingsOf(k.current(b, o), k.variants(o))
 		fmt.Fprintf(out, "knob:     %s (%s): %s; A %s, B %s\n", k.Name, k.Side, k.What, labels[0], strings.Join(labels[1:], ", "))
