@@ -76,8 +76,14 @@ type knob struct {
 	// variants are the values of B for a run; those equal to A are left out.
 	variants func(o options) []string
 	// apply gives a drain the setting v: on b, the copy of the benchmark
-	// that runs the drain, or on its cell.
+	// that runs the drain, or on its cell. Nil for an engine knob.
 	apply func(b *bench, cc *cellConfig, v string)
+	// engine, for a knob of the Temporal server (Side "engine"), is the
+	// engine of setting v: every setting, A included, runs on a Temporal
+	// of its own that the benchmark starts afresh for the knob (so that A
+	// is not the stack's long-running server with its history) and stops
+	// after the knob's drains.
+	engine func(v string) engineSpec
 }
 
 // tuneKnobs are the knobs -tune knows, in the order "all" runs them.
@@ -132,6 +138,27 @@ var tuneKnobs = []knob{
 		apply: func(_ *bench, cc *cellConfig, v string) { cc.BatchSize = atoi(v) },
 	},
 	{
+		Name: "dev-sqlite-synchronous", Side: "engine",
+		What: "the dev server's SQLite synchronous pragma (journal_mode WAL in both): NORMAL syncs the write-ahead log at checkpoints, " +
+			"OFF never, leaving the flush to the operating system (a power loss may lose the last commits of Temporal's state)",
+		current:  func(*bench, options) string { return "NORMAL" },
+		variants: func(options) []string { return []string{"OFF"} },
+		engine: func(v string) engineSpec {
+			return devEngineVariant("dev-sync-"+strings.ToLower(v), "journal_mode=wal synchronous="+v, "")
+		},
+	},
+	{
+		Name: "dev-task-queue-partitions", Side: "engine",
+		What: "partitions of each task queue on the dev server (dynamic config matching.numTaskqueueRead/WritePartitions; " +
+			"Temporal's default 4): a task queued in one partition waits for a poll on that partition, a poll of an empty one waits up to a minute",
+		current:  func(*bench, options) string { return "4" },
+		variants: func(options) []string { return []string{"1"} },
+		engine: func(v string) engineSpec {
+			return devEngineVariant("dev-partitions-"+v, "", "--dynamic-config-value matching.numTaskqueueReadPartitions="+v+
+				" --dynamic-config-value matching.numTaskqueueWritePartitions="+v)
+		},
+	},
+	{
 		Name: "db-max-open-conns", Side: "worker",
 		What:    "the worker's PostgreSQL pool",
 		current: func(b *bench, _ options) string { return workerFlag(b.workerArgs, "db-max-open-conns", "20") },
@@ -142,6 +169,65 @@ var tuneKnobs = []knob{
 			b.workerArgs = append(slices.Clone(b.workerArgs), "-db-max-open-conns", v)
 		},
 	},
+}
+
+// tuneEnginePorts are the frontend and UI ports of the dev servers an engine
+// knob starts, A's first.
+var tuneEnginePorts = [][]int{{7433, 8433}, {7533, 8533}, {7633, 8633}}
+
+// devEngineVariant is a dev server (scripts/stack.sh profile dev) with the
+// SQLite pragmas (empty: the stack's) and further start-dev arguments given.
+func devEngineVariant(name, pragmas, args string) engineSpec {
+	var env []string
+	if pragmas != "" {
+		env = append(env, "ORDERFLOW_TEMPORAL_SQLITE_PRAGMAS="+pragmas)
+	}
+	if args != "" {
+		env = append(env, "ORDERFLOW_TEMPORAL_DEV_ARGS="+args)
+	}
+	return engineSpec{Name: name, Profile: "dev",
+		Doc: "a dev server started by the benchmark for the knob (" + strings.Join(env, ", ") + ")",
+		Env: func(options) []string { return env }}
+}
+
+// startKnobEngines starts the engine of each of an engine knob's settings,
+// on the ports of tuneEnginePorts; the returned function stops them.
+func (b *bench) startKnobEngines(ctx context.Context, o options, k knob, labels []string, out io.Writer) ([]*engine, func(), error) {
+	if len(labels) > len(tuneEnginePorts) {
+		return nil, nil, fmt.Errorf("knob %s: %d settings, ports for %d engines", k.Name, len(labels), len(tuneEnginePorts))
+	}
+	root, err := repoRoot()
+	if err != nil {
+		return nil, nil, err
+	}
+	var started []*engine
+	stop := func() {
+		for _, e := range started {
+			e.stack.down()
+		}
+	}
+	for i, l := range labels {
+		spec := k.engine(l)
+		ports := tuneEnginePorts[i]
+		spec.Ports = func(options) []int { return ports }
+		e, err := newEngine(spec, o, b.cfg, root, b.logDir)
+		if err != nil {
+			stop()
+			return nil, nil, fmt.Errorf("engine %s: %w", spec.Name, err)
+		}
+		if err := e.stack.reset(ctx); err != nil {
+			stop()
+			return nil, nil, err
+		}
+		started = append(started, e)
+		d, err := e.stack.up(ctx)
+		if err != nil {
+			stop()
+			return nil, nil, err
+		}
+		fmt.Fprintf(out, "engine:   %s %s: started in %.1fs (%s)\n", settingLetter(i), l, d.Seconds(), e.stack.describe())
+	}
+	return started, stop, nil
 }
 
 // atoi is strconv.Atoi for the knobs' own values, which are integers.
@@ -493,9 +579,17 @@ func (b *bench) runTune(ctx context.Context, o options, out io.Writer) error {
 			continue
 		}
 		kr := tuneKnobResult{Knob: k.Name, Side: k.Side}
+		var engines []*engine
+		stopEngines := func() {}
+		if k.engine != nil {
+			if engines, stopEngines, err = b.startKnobEngines(ctx, o, k, labels, out); err != nil {
+				return fmt.Errorf("tune %s: %w", k.Name, err)
+			}
+			defer stopEngines() // on failure; each stops once
+		}
 		schedule := tuneSchedule(len(labels) - 1)
 		for n, s := range schedule {
-			r, err := b.tuneDrain(ctx, o, k, labels, s, n+1)
+			r, err := b.tuneDrain(ctx, o, k, labels, engines, s, n+1)
 			if err != nil {
 				return fmt.Errorf("tune %s, drain %d (%s): %w", k.Name, n+1, labels[s], err)
 			}
@@ -506,6 +600,7 @@ func (b *bench) runTune(ctx context.Context, o options, out io.Writer) error {
 				fmt.Fprintf(out, "cpu:      cores used from the first to the last effect: %s\n", r.CPU)
 			}
 		}
+		stopEngines()
 		kr.Settings = summarize(labels, kr.Drains)
 		res.Knobs = append(res.Knobs, kr)
 	}
@@ -534,11 +629,13 @@ func settingLetter(s int) string {
 // tuneDrain runs one drain of knob k with setting labels[s] (s = 0: the
 // run's own settings) as the n-th of its knob, on a copy of the benchmark,
 // and reads its processes' SDK metrics once it settled.
-func (b *bench) tuneDrain(ctx context.Context, o options, k knob, labels []string, s, n int) (cellResult, error) {
+func (b *bench) tuneDrain(ctx context.Context, o options, k knob, labels []string, engines []*engine, s, n int) (cellResult, error) {
 	bc := *b
 	cc := cellConfig{Name: fmt.Sprintf("tune-%s-%d", k.Name, n), Orders: o.tune.Orders, Concurrency: o.concurrency,
 		BatchSize: o.batch, Workers: o.workers, Seed: o.seed, DupRate: 0.2}
-	if s > 0 {
+	if engines != nil {
+		bc.cfg.TemporalAddress, bc.cfg.TemporalNamespace = engines[s].Address, engines[s].Namespace
+	} else if s > 0 {
 		k.apply(&bc, &cc, labels[s])
 	}
 	cc.inspect = func(ctx context.Context, r *cellResult) error {

@@ -19,14 +19,14 @@ func TestParseTune(t *testing.T) {
 		t.Fatalf("without -tune: enabled %v, orders %d (%v); want off, 400", o.tune.enabled(), o.tune.Orders, err)
 	}
 	_, _, o, err = parse([]string{"-tune", "all"})
-	if err != nil || !o.tune.enabled() || len(o.tune.Knobs) != 6 {
-		t.Fatalf("-tune all: %d knobs (%v), want 6", len(o.tune.Knobs), err)
+	if err != nil || !o.tune.enabled() || len(o.tune.Knobs) != 8 {
+		t.Fatalf("-tune all: %d knobs (%v), want 8", len(o.tune.Knobs), err)
 	}
 	var names []string
 	for _, k := range o.tune.Knobs {
 		names = append(names, k.Name)
 	}
-	want := []string{"workflow-pollers", "max-concurrent-workflow-tasks", "sticky-cache-size", "concurrency", "batch-size", "db-max-open-conns"}
+	want := []string{"workflow-pollers", "max-concurrent-workflow-tasks", "sticky-cache-size", "concurrency", "batch-size", "dev-sqlite-synchronous", "dev-task-queue-partitions", "db-max-open-conns"}
 	if !slices.Equal(names, want) {
 		t.Errorf("-tune all runs %v, want %v", names, want)
 	}
@@ -170,8 +170,32 @@ func TestKnobsApplyToTheDrainOnly(t *testing.T) {
 		"batch-size":                    {[]string{"16"}, []string{"32"}},
 		"db-max-open-conns":             {[]string{"20"}, []string{"5", "50"}},
 	}
+	// An engine knob's settings are dev servers of their own, whose
+	// scripts/stack.sh variables carry the setting.
+	wantEngine := map[string][2]string{
+		"dev-sqlite-synchronous":    {"ORDERFLOW_TEMPORAL_SQLITE_PRAGMAS=journal_mode=wal synchronous=NORMAL", "ORDERFLOW_TEMPORAL_SQLITE_PRAGMAS=journal_mode=wal synchronous=OFF"},
+		"dev-task-queue-partitions": {"matching.numTaskqueueReadPartitions=4", "matching.numTaskqueueWritePartitions=1"},
+	}
 	for _, k := range o.tune.Knobs {
 		labels := settingsOf(k.current(b, o), k.variants(o))
+		if k.engine != nil {
+			w, ok := wantEngine[k.Name]
+			if !ok || len(labels) != 2 {
+				t.Errorf("%s: settings %v", k.Name, labels)
+				continue
+			}
+			for i, l := range labels {
+				spec := k.engine(l)
+				env := strings.Join(spec.Env(o), " ")
+				if spec.Profile != "dev" || !strings.Contains(env, w[i]) {
+					t.Errorf("%s = %s: engine %s, profile %q, env %q; want the dev profile with %q", k.Name, l, spec.Name, spec.Profile, env, w[i])
+				}
+			}
+			if k.engine(labels[0]).Name == k.engine(labels[1]).Name {
+				t.Errorf("%s: A and B share the engine name %s (and so its data folder)", k.Name, k.engine(labels[0]).Name)
+			}
+			continue
+		}
 		w := want[k.Name]
 		if labels[0] != w.a[0] || !slices.Equal(labels[1:], w.b) {
 			t.Errorf("%s: settings %v, want A %v B %v", k.Name, labels, w.a, w.b)
