@@ -15,6 +15,13 @@ import (
 // SummaryLoadOrder is the summary of the LoadOrder step.
 const SummaryLoadOrder = "load the order from PostgreSQL"
 
+// Summaries of the timers with which the workflow ends a workflow task
+// (ChangeCarryPendingSignals).
+const (
+	SummaryYieldTask          = "end the workflow task: more events pending"
+	SummaryYieldContinueAsNew = "end the workflow task, then continue as new"
+)
+
 // DecisionSummary is the one-line summary of a decision d on event e:
 // "v3 PAID → applied, +943 points", "v2 CREATED → conflict, parked",
 // "v2 CREATED → stale, order at v4", "v5 SHIPPED → illegal after CANCELLED".

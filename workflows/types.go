@@ -18,8 +18,9 @@ type Params struct {
 	// which rehydrates from PostgreSQL.
 	IdleTimeout time.Duration `json:"idle_timeout"`
 	// MaxEventsPerRun, when > 0, makes the workflow continue-as-new after
-	// handling that many signals in one run. With 0 it continues-as-new
-	// only when Temporal suggests it.
+	// handling that many events in one run (an order-events signal counts
+	// its events). With 0 it continues-as-new only when Temporal suggests
+	// it.
 	MaxEventsPerRun int `json:"max_events_per_run"`
 }
 
@@ -72,6 +73,13 @@ type Input struct {
 	// Carry is the state handed over by continue-as-new; nil for a fresh
 	// run, which rehydrates the order from PostgreSQL.
 	Carry *State `json:"carry,omitempty"`
+	// Pending are the events the previous run received but did not
+	// handle, in the order it received them (an order-events signal's
+	// events in the signal's order): the run handles them first, before
+	// any signal of its own. Empty for a fresh run and for a run continued
+	// by a workflow version that handled every signal before continuing
+	// as new.
+	Pending []Delivery `json:"pending,omitempty"`
 }
 
 // State is what OrderWorkflow knows about its order; the "state" query
@@ -101,8 +109,12 @@ type State struct {
 	RefundAwarded   bool `json:"refund_awarded"`
 	// Gaps counts events applied over at least one missing version.
 	Gaps int64 `json:"gaps"`
-	// Processed counts the signals handled in the current run.
+	// Processed counts the events handled in the current run, those
+	// carried over from the previous run included.
 	Processed int `json:"processed"`
+	// Carried counts the events the previous run handed over unhandled
+	// (Input.Pending) when it continued as new.
+	Carried int `json:"carried"`
 	// Runs counts the runs of this chain: 1 for a fresh run, +1 for each
 	// continue-as-new.
 	Runs int `json:"runs"`

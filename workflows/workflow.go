@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -72,6 +73,56 @@ const (
 	versionReconcileLedger workflow.Version = 3
 )
 
+// ChangeCarryPendingSignals is the workflow.GetVersion change ID of how a
+// run goes on under a stream of signals. Version 1: the task that continues
+// as new handles no event; it receives the pending signals and carries
+// their events, unhandled, to the next run (Input.Pending), which handles
+// them first. A run ends the workflow task before it continues as new when
+// the task ran local activities, and after MaxEventsPerTask events while
+// more are pending, so that no task outlasts the signals the server buffers
+// meanwhile; it goes on in the next task, which a new signal or else a
+// short timer (YieldDelay) brings. A run that reaches its limit in the
+// middle of an order-events signal carries the rest of that signal's
+// events. The carried bytes are bounded by MaxCarryBytes. DefaultVersion
+// (runs that reached a point where the two differ before the change): a
+// task handles every signal pending, a signal's events all together, and
+// the run handles every pending signal before it continues as new. The
+// version is asked where the behaviours first differ, so a run started
+// before the change takes it up unless it already passed such a point.
+const ChangeCarryPendingSignals = "carry-pending-signals"
+
+// versionCarryPending is version 1 of ChangeCarryPendingSignals.
+const versionCarryPending workflow.Version = 1
+
+// MaxEventsPerTask bounds the events one workflow task handles while more
+// are pending (ChangeCarryPendingSignals version 1): the events, not the
+// signals, because each event runs its own local activities (ApplyEvent,
+// sometimes AwardPoints; about 5 ms each on a loaded 2-core machine), so a
+// task's length follows its events whatever signals brought them. The
+// server fails a task in flight once more than 100 new events (signals)
+// wait for it (history.maximumBufferedEventsBatch), and the next task does
+// its work again. While the workflow keeps up with the stream, no more
+// events arrive during a task than it handles, so a task of at most 50
+// events meets at most 50 new signals (fewer when they are batches): half
+// the server's bound. A smaller bound costs a task more (its round trip to
+// the server and about six history events: the three of the task, the
+// timer that ends it) for fewer events. Changing it changes the commands of
+// running workflows: it needs a new version.
+const MaxEventsPerTask = 50
+
+// MaxCarryBytes bounds the JSON size of what a continue-as-new carries, the
+// state and the pending events: half the server's 2 MiB payload limit
+// (limit.blobSize.error), whose excess fails the workflow. A delivery
+// carries its message (up to 64 KiB of body, base64 in JSON): a typical
+// event of under 1 KiB is carried by the thousand, the largest by the
+// dozen. When the pending events would exceed it, the run handles the
+// oldest ones before it continues as new, until the rest fits.
+const MaxCarryBytes = 1 << 20
+
+// YieldDelay is the timer with which the workflow ends a workflow task when
+// no new signal comes to end it.
+const YieldDelay = time.Millisecond
+
 // Register registers OrderWorkflow under its type name WorkflowType.
 func Register(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(OrderWorkflow, workflow.RegisterOptions{Name: api.WorkflowType})
@@ -88,7 +139,7 @@ func Register(r worker.WorkflowRegistry) {
 // first. After COMPLETED or CANCELLED the workflow waits Params.GracePeriod
 // for late events, and a non-terminal order's workflow completes after
 // Params.IdleTimeout without events; long runs continue-as-new, carrying the
-// state and draining pending signals first.
+// state and the events not handled yet (ChangeCarryPendingSignals).
 func OrderWorkflow(ctx workflow.Context, in Input) (Result, error) {
 	info := workflow.GetInfo(ctx)
 	orderID, ok := api.OrderIDFromWorkflowID(info.WorkflowExecution.ID)
@@ -131,6 +182,10 @@ func OrderWorkflow(ctx workflow.Context, in Input) (Result, error) {
 			return Result{}, err
 		}
 	}
+	// The events the previous run received but did not handle come first,
+	// in their order.
+	r.pending = slices.Clone(in.Pending)
+	r.state.Carried = len(in.Pending)
 	r.state.OrderID = orderID
 	if r.state.Status().Terminal() && r.state.TerminalAt.IsZero() {
 		r.state.TerminalAt = workflow.Now(ctx)
@@ -159,19 +214,20 @@ type inbox struct {
 // Len is the number of signals pending on both channels.
 func (in inbox) Len() int { return in.one.Len() + in.many.Len() }
 
-// addTo adds both channels to sel; a received signal's deliveries go to
-// *got, in order. A corrupt payload is dropped (ReceiveAsync skips it).
+// addTo adds both channels to sel; a received signal's deliveries are
+// appended to *got, in order. A corrupt payload is dropped (ReceiveAsync
+// skips it).
 func (in inbox) addTo(sel workflow.Selector, got *[]Delivery) {
 	sel.AddReceive(in.one, func(c workflow.ReceiveChannel, _ bool) {
 		var d Delivery
 		if c.ReceiveAsync(&d) {
-			*got = []Delivery{d}
+			*got = append(*got, d)
 		}
 	})
 	sel.AddReceive(in.many, func(c workflow.ReceiveChannel, _ bool) {
 		var b Batch
 		if c.ReceiveAsync(&b) {
-			*got = b.Deliveries
+			*got = append(*got, b.Deliveries...)
 		}
 	})
 }
@@ -209,6 +265,59 @@ type run struct {
 	reconcile bool
 	// last is the last decision, as the current details show it.
 	last string
+	// pending are the events received but not handled yet, oldest first:
+	// the ones carried over from the previous run, the rest of a signal
+	// being handled, then, when the run continues as new, the ones it
+	// carries to the next.
+	pending []Delivery
+	// taskHandled counts the events handled since the run last waited for
+	// something the server sends (a signal, a timer): since the current
+	// workflow task began. taskActive is true when a local activity ran
+	// since then.
+	taskHandled int
+	taskActive  bool
+	// carryVersion is the version of ChangeCarryPendingSignals once asked.
+	carryVersion *workflow.Version
+}
+
+// carries reports whether the run carries pending events over to the next
+// run and bounds the events of a task (ChangeCarryPendingSignals version
+// 1). It asks for the version the first time, where the behaviours first
+// differ.
+func (r *run) carries() bool {
+	if r.carryVersion == nil {
+		v := workflow.GetVersion(r.root, ChangeCarryPendingSignals, workflow.DefaultVersion, versionCarryPending)
+		r.carryVersion = &v
+	}
+	return *r.carryVersion >= versionCarryPending
+}
+
+// newTask notes that the run waited for the server: what follows runs in
+// a new workflow task.
+func (r *run) newTask() {
+	r.taskHandled = 0
+	r.taskActive = false
+}
+
+// yield ends the current workflow task and waits for the next one: the one
+// that brings a new signal (under a stream, at once) or else the one of a
+// timer of YieldDelay (which the server may fire up to a second late). It
+// handles nothing: the new signals stay pending. The status is written
+// first, as at the end of every task.
+func (r *run) yield(ch inbox, summary string) error {
+	if r.coalesce {
+		if err := r.upsertStatus(); err != nil {
+			return err
+		}
+	}
+	n := ch.Len()
+	_, err := workflow.AwaitWithOptions(r.ctx, workflow.AwaitOptions{Timeout: YieldDelay,
+		TimerOptions: workflow.TimerOptions{Summary: summary}}, func() bool { return ch.Len() > n })
+	r.newTask()
+	if err != nil {
+		return fmt.Errorf("wait for the next workflow task: %w", err)
+	}
+	return nil
 }
 
 // acts is the receiver of the activities' method values: the worker runs
@@ -220,6 +329,7 @@ var acts *activities.Activities
 // event history (user metadata, which replay does not compare).
 func (r *run) execute(activity, arg any, summary string) workflow.Future {
 	if r.local {
+		r.taskActive = true
 		o := LocalActivityOptions()
 		o.Summary = summary
 		return workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(r.ctx, o), activity, arg)
@@ -301,50 +411,53 @@ func (r *run) loop(ch inbox) (Result, error) {
 		if ctx.Err() != nil {
 			return Result{}, r.cancelled(ch)
 		}
-		deadline, reason := r.deadline()
-		now := workflow.Now(ctx)
-		if !now.Before(deadline) {
-			// Complete, but not before every signal already delivered to
-			// this run has been handled.
-			n, err := r.drain(ch)
-			if err != nil {
-				return Result{}, err
+		// Events still pending (carried over from the previous run, or the
+		// rest of a signal after the task ended) come before any new one.
+		if len(r.pending) == 0 {
+			deadline, reason := r.deadline()
+			now := workflow.Now(ctx)
+			if !now.Before(deadline) {
+				// Complete, but not before every signal already delivered
+				// to this run has been handled.
+				n, err := r.drain(ch)
+				if err != nil {
+					return Result{}, err
+				}
+				if n == 0 {
+					r.logger.Info("order workflow completing", "reason", reason,
+						"status", r.state.Order.Status, "version", r.state.Order.Version)
+					return Result{State: r.state.clone(), Reason: reason}, nil
+				}
+				continue
 			}
-			if n == 0 {
-				r.logger.Info("order workflow completing", "reason", reason,
-					"status", r.state.Order.Status, "version", r.state.Order.Version)
-				return Result{State: r.state.clone(), Reason: reason}, nil
+			// Keep the pending timer unless the deadline moved earlier; a
+			// timer that fires early is simply re-armed for the rest.
+			if timer == nil || deadline.Before(timerAt) {
+				if cancelTimer != nil {
+					cancelTimer()
+				}
+				var tctx workflow.Context
+				tctx, cancelTimer = workflow.WithCancel(ctx)
+				timer, timerAt = workflow.NewTimer(tctx, deadline.Sub(now)), deadline
 			}
-			continue
-		}
-		// Keep the pending timer unless the deadline moved earlier; a timer
-		// that fires early is simply re-armed for the rest.
-		if timer == nil || deadline.Before(timerAt) {
-			if cancelTimer != nil {
-				cancelTimer()
-			}
-			var tctx workflow.Context
-			tctx, cancelTimer = workflow.WithCancel(ctx)
-			timer, timerAt = workflow.NewTimer(tctx, deadline.Sub(now)), deadline
-		}
 
-		var (
-			events   []Delivery
-			timedOut bool
-		)
-		sel := workflow.NewSelector(ctx)
-		ch.addTo(sel, &events)
-		sel.AddFuture(timer, func(workflow.Future) { timedOut = true })
-		sel.Select(ctx)
-
-		if timedOut {
-			timer, cancelTimer = nil, nil
-		}
-		got := len(events) > 0
-		for _, event := range events {
-			if err := r.handle(event); err != nil {
-				return Result{}, err
+			if ch.Len() == 0 && !timer.IsReady() {
+				// The selector blocks: what wakes it comes with a new
+				// workflow task.
+				r.newTask()
 			}
+			timedOut := false
+			sel := workflow.NewSelector(ctx)
+			ch.addTo(sel, &r.pending)
+			sel.AddFuture(timer, func(workflow.Future) { timedOut = true })
+			sel.Select(ctx)
+			if timedOut {
+				timer, cancelTimer = nil, nil
+			}
+		}
+		got := len(r.pending) > 0
+		if err := r.handlePending(ch); err != nil {
+			return Result{}, err
 		}
 		// With coalesce, the status is written once no signal is pending
 		// (a no-op when it did not change).
@@ -357,8 +470,46 @@ func (r *run) loop(ch inbox) (Result, error) {
 			if r.shouldContinueAsNew() {
 				return Result{}, r.continueAsNew(ch)
 			}
+			// A task that has handled its share while signals keep coming
+			// ends, so that it is short; the next one goes on.
+			if r.taskHandled >= MaxEventsPerTask && ch.Len() > 0 && r.carries() {
+				if err := r.yield(ch, SummaryYieldTask); err != nil {
+					return Result{}, err
+				}
+			}
 		}
 	}
+}
+
+// handlePending handles the pending events in order. Between two of them
+// (in the middle of a signal's events, or of the ones carried over), with
+// ChangeCarryPendingSignals version 1, the run continues as new once it
+// reached its limit, carrying the rest, and ends the workflow task once the
+// task handled MaxEventsPerTask events. Before the change a signal's events
+// were handled all together: these are the points where the versions
+// differ, and the version is asked there. A continue-as-new is returned as
+// its error.
+func (r *run) handlePending(ch inbox) error {
+	for len(r.pending) > 0 {
+		d := r.pending[0]
+		r.pending = r.pending[1:]
+		if err := r.handle(d); err != nil {
+			return err
+		}
+		r.taskHandled++
+		if len(r.pending) == 0 {
+			return nil
+		}
+		if r.shouldContinueAsNew() && r.carries() {
+			return r.continueAsNew(ch)
+		}
+		if r.taskHandled >= MaxEventsPerTask && r.carries() {
+			if err := r.yield(ch, SummaryYieldTask); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // cancelled handles the signals already delivered, then ends the run as
@@ -380,35 +531,122 @@ func (r *run) shouldContinueAsNew() bool {
 	return workflow.GetInfo(r.ctx).GetContinueAsNewSuggested()
 }
 
-// drain handles every signal already pending, in order, and returns how
-// many events it handled. The status is up to date when it returns.
+// drain handles every event already pending, the carried ones first, in
+// order, and returns how many it handled. With ChangeCarryPendingSignals
+// version 1 it ends the workflow task after MaxEventsPerTask events while
+// more are pending. The status is up to date when it returns.
 func (r *run) drain(ch inbox) (int, error) {
 	n := 0
 	for {
-		events, ok := ch.receiveAsync()
-		if !ok {
-			if r.coalesce {
-				return n, r.upsertStatus()
+		if len(r.pending) == 0 {
+			events, ok := ch.receiveAsync()
+			if !ok {
+				if r.coalesce {
+					return n, r.upsertStatus()
+				}
+				return n, nil
 			}
-			return n, nil
+			r.pending = append(r.pending, events...)
+			continue
 		}
-		for _, e := range events {
-			n++
-			if err := r.handle(e); err != nil {
+		d := r.pending[0]
+		r.pending = r.pending[1:]
+		n++
+		if err := r.handle(d); err != nil {
+			return n, err
+		}
+		r.taskHandled++
+		if r.taskHandled >= MaxEventsPerTask && (len(r.pending) > 0 || ch.Len() > 0) && r.carries() {
+			if err := r.yield(ch, SummaryYieldTask); err != nil {
 				return n, err
 			}
 		}
 	}
 }
 
+// continueAsNew ends the run with continue-as-new. With
+// ChangeCarryPendingSignals version 1 the task that continues as new runs
+// no activity: the run first ends a task in which local activities ran,
+// then receives every pending signal without handling it and carries its
+// events, after the ones still pending, to the next run (unless they would
+// make the carried payload too large: then it handles the oldest ones
+// first, a task's worth at a time). Before, it handled every pending
+// signal first.
 func (r *run) continueAsNew(ch inbox) error {
-	if _, err := r.drain(ch); err != nil {
-		return err
+	if !r.carries() {
+		if _, err := r.drain(ch); err != nil {
+			return err
+		}
+		carry := r.state.clone()
+		r.logger.Info("order workflow continuing as new", "processed", carry.Processed,
+			"history_length", workflow.GetInfo(r.ctx).GetCurrentHistoryLength(), "status", carry.Order.Status)
+		return workflow.NewContinueAsNewError(r.ctx, api.WorkflowType, Input{Params: r.params, Carry: &carry})
+	}
+	handled := 0
+	for {
+		// The task that continues as new runs no activity (and a task
+		// that handled its share ends before handling more).
+		if r.taskActive || r.taskHandled >= MaxEventsPerTask {
+			if err := r.yield(ch, SummaryYieldContinueAsNew); err != nil {
+				return err
+			}
+		}
+		if r.root.Err() != nil {
+			return r.cancelled(ch)
+		}
+		for {
+			events, ok := ch.receiveAsync()
+			if !ok {
+				break
+			}
+			r.pending = append(r.pending, events...)
+		}
+		size := r.carrySize()
+		if size <= MaxCarryBytes || len(r.pending) == 0 {
+			break
+		}
+		// Too much to carry: handle the oldest events here, at most a
+		// task's worth before the next look.
+		for size > MaxCarryBytes && len(r.pending) > 0 && r.taskHandled < MaxEventsPerTask {
+			d := r.pending[0]
+			r.pending = r.pending[1:]
+			size -= deliverySize(d)
+			if err := r.handle(d); err != nil {
+				return err
+			}
+			r.taskHandled++
+			handled++
+		}
 	}
 	carry := r.state.clone()
-	r.logger.Info("order workflow continuing as new", "processed", carry.Processed,
-		"history_length", workflow.GetInfo(r.ctx).GetCurrentHistoryLength(), "status", carry.Order.Status)
-	return workflow.NewContinueAsNewError(r.ctx, api.WorkflowType, Input{Params: r.params, Carry: &carry})
+	pending := slices.Clone(r.pending)
+	r.logger.Info("order workflow continuing as new", "processed", carry.Processed, "carried", len(pending),
+		"handled_over_limit", handled, "history_length", workflow.GetInfo(r.ctx).GetCurrentHistoryLength(),
+		"status", carry.Order.Status)
+	return workflow.NewContinueAsNewError(r.ctx, api.WorkflowType, Input{Params: r.params, Carry: &carry, Pending: pending})
+}
+
+// carrySize is the JSON size of what continue-as-new would carry now: the
+// state and the pending events.
+func (r *run) carrySize() int {
+	n := jsonSize(r.state)
+	for _, d := range r.pending {
+		n += deliverySize(d)
+	}
+	return n
+}
+
+// deliverySize is the JSON size of d as carried (with its separator).
+func deliverySize(d Delivery) int { return jsonSize(d) + 1 }
+
+// jsonSize is the length of v's JSON.
+func jsonSize(v any) int {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Not reached for these types; count it as too large to carry.
+		return MaxCarryBytes + 1
+	}
+	return len(b)
 }
 
 // handle judges and applies one event. It returns an error only when the

@@ -1,9 +1,13 @@
 package workflows
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +23,7 @@ import (
 	"github.com/orderflow/orderflow/activities"
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/testenv"
+	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/workflows/api"
 )
 
@@ -127,10 +132,17 @@ type harness struct {
 
 func newHarness(t *testing.T, orderID string) *harness {
 	t.Helper()
+	return newHarnessOn(t, orderID, newFakeDB())
+}
+
+// newHarnessOn is newHarness on an existing fake database, for the next
+// run of a chain.
+func newHarnessOn(t *testing.T, orderID string, db *fakeDB) *harness {
+	t.Helper()
 	var s testsuite.WorkflowTestSuite
 	s.SetLogger(testenv.QuietTemporalLogger())
 	env := s.NewTestWorkflowEnvironment()
-	h := &harness{t: t, env: env, db: newFakeDB()}
+	h := &harness{t: t, env: env, db: db}
 	env.RegisterWorkflowWithOptions(OrderWorkflow, workflow.RegisterOptions{Name: api.WorkflowType})
 	env.RegisterActivityWithOptions(h.db.LoadOrder, activity.RegisterOptions{Name: api.ActivityLoadOrder})
 	env.RegisterActivityWithOptions(h.db.ApplyEvent, activity.RegisterOptions{Name: api.ActivityApplyEvent})
@@ -495,8 +507,17 @@ func continuedInput(t *testing.T, err error) Input {
 	return in
 }
 
+// oldContinueAsNew makes the harness's workflow take the behaviour of runs
+// recorded before ChangeCarryPendingSignals.
+func (h *harness) oldContinueAsNew() {
+	h.env.OnGetVersion(ChangeCarryPendingSignals, workflow.DefaultVersion, versionCarryPending).Return(workflow.DefaultVersion)
+}
+
+// Before ChangeCarryPendingSignals: the run handles every pending signal,
+// then continues as new with the state alone.
 func TestContinueAsNewDrainsAndCarries(t *testing.T) {
 	h := newHarness(t, "N-1")
+	h.oldContinueAsNew()
 	e := lifecycle("N-1", 300)
 	p := params()
 	p.MaxEventsPerRun = 2
@@ -512,12 +533,13 @@ func TestContinueAsNewDrainsAndCarries(t *testing.T) {
 	if c.Order.Status != fsm.Delivered || c.Order.Version != 4 || c.Points != 3 || len(c.Recorded) != 4 || c.Runs != 1 {
 		t.Errorf("carried %s v%d points %d recorded %d runs %d", c.Order.Status, c.Order.Version, c.Points, len(c.Recorded), c.Runs)
 	}
-	if in.Params != p {
-		t.Errorf("carried params %+v, want %+v", in.Params, p)
+	if in.Params != p || len(in.Pending) != 0 {
+		t.Errorf("carried params %+v, want %+v; pending %d", in.Params, p, len(in.Pending))
 	}
 
 	// The next run starts from the carried state without loading it.
 	h2 := newHarness(t, "N-1")
+	h2.oldContinueAsNew()
 	in.Params.MaxEventsPerRun = 10
 	h2.send(time.Second, e[4], e[2])
 	r := h2.run(in)
@@ -532,14 +554,29 @@ func TestContinueAsNewDrainsAndCarries(t *testing.T) {
 	}
 }
 
+// When Temporal suggests it the run continues as new after the event it
+// handles, carrying the one still pending; before
+// ChangeCarryPendingSignals it handled that one too.
 func TestContinueAsNewWhenSuggested(t *testing.T) {
 	h := newHarness(t, "S-1")
 	h.env.SetContinueAsNewSuggested(true)
-	h.send(time.Second, ev("S-1", 1, fsm.Created, 100), ev("S-1", 2, fsm.Paid, 100))
+	paid := ev("S-1", 2, fsm.Paid, 100)
+	h.send(time.Second, ev("S-1", 1, fsm.Created, 100), paid)
 	h.env.ExecuteWorkflow(api.WorkflowType, Input{Params: params()})
 	in := continuedInput(t, h.env.GetWorkflowError())
-	if in.Carry.Processed != 2 || in.Carry.Order.Status != fsm.Paid {
-		t.Errorf("carried processed %d status %s", in.Carry.Processed, in.Carry.Order.Status)
+	if in.Carry.Processed != 1 || in.Carry.Order.Status != fsm.Created || len(in.Pending) != 1 ||
+		in.Pending[0].Event != paid {
+		t.Errorf("carried processed %d status %s pending %+v", in.Carry.Processed, in.Carry.Order.Status, in.Pending)
+	}
+
+	h = newHarness(t, "S-2")
+	h.oldContinueAsNew()
+	h.env.SetContinueAsNewSuggested(true)
+	h.send(time.Second, ev("S-2", 1, fsm.Created, 100), ev("S-2", 2, fsm.Paid, 100))
+	h.env.ExecuteWorkflow(api.WorkflowType, Input{Params: params()})
+	in = continuedInput(t, h.env.GetWorkflowError())
+	if in.Carry.Processed != 2 || in.Carry.Order.Status != fsm.Paid || len(in.Pending) != 0 {
+		t.Errorf("before the change: carried processed %d status %s pending %d", in.Carry.Processed, in.Carry.Order.Status, len(in.Pending))
 	}
 }
 
@@ -601,11 +638,12 @@ func TestBatchIsHandledLikeSeparateSignals(t *testing.T) {
 	}
 }
 
-// TestContinueAsNewAfterABatch: a run that reaches MaxEventsPerRun in the
-// middle of a batch handles the whole batch, and what else is pending,
-// before it continues as new.
+// TestContinueAsNewAfterABatch: before ChangeCarryPendingSignals, a run
+// that reaches MaxEventsPerRun in the middle of a batch handles the whole
+// batch, and what else is pending, before it continues as new.
 func TestContinueAsNewAfterABatch(t *testing.T) {
 	h := newHarness(t, "NB-1")
+	h.oldContinueAsNew()
 	e := lifecycle("NB-1", 300)
 	p := params()
 	p.MaxEventsPerRun = 2
@@ -617,4 +655,492 @@ func TestContinueAsNewAfterABatch(t *testing.T) {
 	if c.Processed != 4 || c.Count(fsm.Applied) != 4 || c.Order.Status != fsm.Delivered || c.Order.Version != 4 {
 		t.Errorf("carried processed %d counts %v status %s v%d", c.Processed, c.Counts, c.Order.Status, c.Order.Version)
 	}
+}
+
+// With ChangeCarryPendingSignals: the run handles events up to its limit,
+// then carries the pending ones, unhandled and in order, to the next run,
+// which handles them before its own.
+func TestContinueAsNewCarriesPendingSignals(t *testing.T) {
+	h := newHarness(t, "N-2")
+	e := lifecycle("N-2", 300)
+	p := params()
+	p.MaxEventsPerRun = 2
+	h.send(time.Second, e[0], e[1], e[1], e[3], e[2])
+	var steps steps
+	h.record(&steps)
+	h.env.ExecuteWorkflow(api.WorkflowType, Input{Params: p})
+	in := continuedInput(t, h.env.GetWorkflowError())
+	c := in.Carry
+	if c.Processed != 2 || c.Count(fsm.Applied) != 2 || c.Order.Status != fsm.Paid || c.Points != 3 || c.Runs != 1 {
+		t.Errorf("carried processed %d counts %v status %s points %d runs %d", c.Processed, c.Counts, c.Order.Status, c.Points, c.Runs)
+	}
+	checkPending(t, in.Pending, e[1], e[3], e[2])
+	// The database saw two events; the task that continued as new ran no
+	// activity: the run ended the one that did and waited for the next
+	// (its timer is the sign).
+	if got := strings.Join(steps.list(), " "); got != "load apply:1 apply:2 award yield" {
+		t.Errorf("steps of the first run: %s", got)
+	}
+
+	h2 := newHarnessOn(t, "N-2", h.db)
+	in.Params.MaxEventsPerRun = 10
+	h2.send(time.Second, e[4], e[2])
+	r := h2.run(in)
+	s := r.State
+	if len(h2.db.loads) != 1 {
+		t.Errorf("continued run loaded the order: %v", h2.db.loads)
+	}
+	// The carried v2 (duplicate), v4 (applied over the gap) and v3 (stale)
+	// come first, then v5 and v3 again (duplicate).
+	if got := strings.Join(h2.db.applies, " "); got != "N-2@1 N-2@2 N-2@4 N-2@3 N-2@5" {
+		t.Errorf("applies = %s", got)
+	}
+	if s.Runs != 2 || s.Carried != 3 || s.Processed != 5 || s.Count(fsm.Applied) != 4 || s.Count(fsm.Duplicate) != 2 ||
+		s.Count(fsm.Stale) != 1 || s.Order.Status != fsm.Completed || s.Points != 3 {
+		t.Errorf("second run: runs %d carried %d processed %d counts %v status %s points %d",
+			s.Runs, s.Carried, s.Processed, s.Counts, s.Order.Status, s.Points)
+	}
+}
+
+// With ChangeCarryPendingSignals a run that reaches MaxEventsPerRun in the
+// middle of an order-events signal stops there: the rest of the batch is
+// carried, followed by the signal still pending, and the next run handles
+// them first, in that order.
+func TestContinueAsNewCarriesTheRestOfABatch(t *testing.T) {
+	h := newHarness(t, "NB-2")
+	e := lifecycle("NB-2", 300)
+	p := params()
+	p.MaxEventsPerRun = 2
+	h.sendBatch(time.Second, e[0], e[1], e[2])
+	h.send(time.Second, e[3])
+	var steps steps
+	h.record(&steps)
+	h.env.ExecuteWorkflow(api.WorkflowType, Input{Params: p})
+	in := continuedInput(t, h.env.GetWorkflowError())
+	c := in.Carry
+	if c.Processed != 2 || c.Count(fsm.Applied) != 2 || c.Order.Status != fsm.Paid || c.Order.Version != 2 {
+		t.Errorf("carried processed %d counts %v status %s v%d", c.Processed, c.Counts, c.Order.Status, c.Order.Version)
+	}
+	checkPending(t, in.Pending, e[2], e[3])
+	if got := strings.Join(steps.list(), " "); got != "load apply:1 apply:2 award yield" {
+		t.Errorf("steps of the first run: %s", got)
+	}
+
+	h2 := newHarnessOn(t, "NB-2", h.db)
+	in.Params.MaxEventsPerRun = 10
+	h2.sendBatch(time.Second, e[4], e[3])
+	r := h2.run(in)
+	if got := strings.Join(h2.db.applies, " "); got != "NB-2@1 NB-2@2 NB-2@3 NB-2@4 NB-2@5" {
+		t.Errorf("applies = %s", got)
+	}
+	s := r.State
+	if s.Carried != 2 || s.Processed != 4 || s.Count(fsm.Applied) != 5 || s.Count(fsm.Duplicate) != 1 ||
+		s.Order.Status != fsm.Completed || s.Points != 3 {
+		t.Errorf("second run: carried %d processed %d counts %v status %s points %d",
+			s.Carried, s.Processed, s.Counts, s.Order.Status, s.Points)
+	}
+}
+
+// checkPending checks that the carried deliveries are the events want, in
+// order.
+func checkPending(t *testing.T, pending []Delivery, want ...fsm.Event) {
+	t.Helper()
+	if len(pending) != len(want) {
+		t.Fatalf("carried %d pending events, want %d", len(pending), len(want))
+	}
+	for i := range want {
+		if pending[i].Event != want[i] {
+			t.Errorf("pending[%d] = v%d %s, want v%d %s", i, pending[i].Version, pending[i].Status, want[i].Version, want[i].Status)
+		}
+	}
+}
+
+// A batch of 120 events, with no limit per run: its task ends after 50 and
+// 100 events; the run handles every event once, in order.
+func TestABigBatchEndsItsTasks(t *testing.T) {
+	h := newHarness(t, "T-1")
+	events := dataUpdates("T-1", 120)
+	b := Batch{Deliveries: events}
+	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(api.SignalEvents, b) }, time.Second)
+	var steps steps
+	h.record(&steps)
+	r := h.run(Input{Params: params()})
+	if r.State.Count(fsm.Applied) != 120 || r.State.Processed != 120 {
+		t.Errorf("counts %v processed %d", r.State.Counts, r.State.Processed)
+	}
+	checkApplied(t, h.db, "T-1", 120)
+	if got := strings.Count(strings.Join(steps.list(), " "), "yield"); got != 2 {
+		t.Errorf("%d tasks ended early, want 2 (after 50 and 100 events)", got)
+	}
+	checkTasks(t, 1, steps.list(), false)
+}
+
+// steps are what a run did, in order (the local activities start on
+// goroutines of their own).
+type steps struct {
+	mu sync.Mutex
+	s  []string
+}
+
+func (s *steps) add(step string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.s = append(s.s, step)
+}
+
+func (s *steps) list() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.s)
+}
+
+// record adds the run's steps to steps: "apply:<version>", "award",
+// "load" for the local activities, "yield" for the wait for the next
+// workflow task (its timer of YieldDelay). (runChain adds "signals" when a
+// burst arrives.)
+func (h *harness) record(steps *steps) {
+	h.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, args []any) {
+		switch info.ActivityType.Name {
+		case api.ActivityApplyEvent:
+			steps.add(fmt.Sprintf("apply:%d", args[0].(activities.ApplyEventInput).Event.Version))
+		case api.ActivityAwardPoints:
+			steps.add("award")
+		case api.ActivityLoadOrder:
+			steps.add("load")
+		}
+	})
+	h.env.SetOnTimerScheduledListener(func(_ string, d time.Duration) {
+		if d == YieldDelay {
+			steps.add("yield")
+		}
+	})
+}
+
+// streamInterval is the time between two bursts of runChain's stream.
+const streamInterval = 10 * time.Millisecond
+
+// chainRun is one run of a chain driven by runChain.
+type chainRun struct {
+	in    Input // the run's input
+	steps steps
+	sent  int   // events delivered to the run
+	out   Input // the input it continued with (zero for the last run)
+	// batched and single are the versions delivered to the run in
+	// order-events and in order-event signals, in the order sent.
+	batched, single []int64
+}
+
+// runChain runs the order's workflow from in, continuing as new until a run
+// completes, while the events arrive as a stream: run after run, bursts of
+// burst(i) events every streamInterval, in order-events signals of up to
+// batch(i) events when batch(i) > 1, else one signal each;
+// those not delivered before a run continued as new go to the next run.
+// While a local activity runs, the test environment fires its timers by
+// the wall clock: the stream goes on while the workflow handles signals,
+// and how many arrive when varies.
+func runChain(t *testing.T, orderID string, db *fakeDB, in Input, events []Delivery, burst func(i int) int,
+	batch func(i int) int, old bool) ([]*chainRun, Result) {
+	t.Helper()
+	var runs []*chainRun
+	for len(runs) < 100 {
+		h := newHarnessOn(t, orderID, db)
+		if old {
+			h.oldContinueAsNew()
+		}
+		cr := &chainRun{in: in}
+		h.record(&cr.steps)
+		for i, at := 0, 0; at < len(events); i++ {
+			n := min(burst(i), len(events)-at)
+			ds := events[at : at+n]
+			at += n
+			size := max(batch(i), 1)
+			h.env.RegisterDelayedCallback(func() {
+				// The workflow waited: the signals come in a new task.
+				cr.steps.add("signals")
+				for b := range slices.Chunk(ds, size) {
+					if len(b) > 1 {
+						h.env.SignalWorkflow(api.SignalEvents, Batch{Deliveries: b})
+						for _, d := range b {
+							cr.batched = append(cr.batched, d.Version)
+						}
+					} else {
+						h.env.SignalWorkflow(api.SignalEvent, b[0])
+						cr.single = append(cr.single, b[0].Version)
+					}
+				}
+				cr.sent += len(ds)
+			}, time.Duration(i+1)*streamInterval)
+		}
+		h.env.ExecuteWorkflow(api.WorkflowType, in)
+		if !h.env.IsWorkflowCompleted() {
+			t.Fatalf("run %d did not complete", len(runs)+1)
+		}
+		err := h.env.GetWorkflowError()
+		events = events[cr.sent:]
+		var can *workflow.ContinueAsNewError
+		if !errors.As(err, &can) {
+			if err != nil {
+				t.Fatalf("run %d: %v", len(runs)+1, err)
+			}
+			if len(events) > 0 {
+				t.Fatalf("run %d completed with %d events not delivered", len(runs)+1, len(events))
+			}
+			var r Result
+			if err := h.env.GetWorkflowResult(&r); err != nil {
+				t.Fatal(err)
+			}
+			return append(runs, cr), r
+		}
+		cr.out = continuedInput(t, err)
+		in = cr.out
+		runs = append(runs, cr)
+	}
+	t.Fatal("more than 100 runs")
+	return nil, Result{}
+}
+
+// dataUpdates returns n events of one order in version order: CREATED,
+// then data updates at CREATED (the amount changing), each applied.
+func dataUpdates(orderID string, n int) []Delivery {
+	out := make([]Delivery, n)
+	for i := range out {
+		out[i] = Delivery{Event: ev(orderID, int64(i+1), fsm.Created, int64(1000+i))}
+	}
+	return out
+}
+
+// checkApplied checks that the database applied v1..vn of the order once
+// each, in order.
+func checkApplied(t *testing.T, db *fakeDB, orderID string, n int) {
+	t.Helper()
+	want := make([]string, n)
+	for i := range want {
+		want[i] = fmt.Sprintf("%s@%d", orderID, i+1)
+	}
+	if !slices.Equal(db.applies, want) {
+		t.Fatalf("applies (%d) are not v1..v%d once each in order: %v", len(db.applies), n, db.applies)
+	}
+}
+
+// checkAppliedPerChannel checks that the database applied v1..vn of the
+// order once each and, of the events sent on each signal channel, in the
+// order sent: the workflow takes a pending order-event signal before a
+// pending order-events one, so the two channels' events may interleave
+// otherwise than they were sent.
+func checkAppliedPerChannel(t *testing.T, db *fakeDB, orderID string, n int, runs []*chainRun) {
+	t.Helper()
+	sorted := slices.Clone(db.applies)
+	slices.SortFunc(sorted, func(a, b string) int {
+		var va, vb int
+		fmt.Sscanf(strings.TrimPrefix(a, orderID+"@"), "%d", &va)
+		fmt.Sscanf(strings.TrimPrefix(b, orderID+"@"), "%d", &vb)
+		return va - vb
+	})
+	want := make([]string, n)
+	for i := range want {
+		want[i] = fmt.Sprintf("%s@%d", orderID, i+1)
+	}
+	if !slices.Equal(sorted, want) {
+		t.Fatalf("applies (%d) are not v1..v%d once each: %v", len(db.applies), n, db.applies)
+	}
+	pos := make(map[string]int, n)
+	for i, k := range db.applies {
+		pos[k] = i
+	}
+	for _, kind := range []string{"order-events", "order-event"} {
+		var sent []int64
+		for _, cr := range runs {
+			if kind == "order-events" {
+				sent = append(sent, cr.batched...)
+			} else {
+				sent = append(sent, cr.single...)
+			}
+		}
+		for i := 1; i < len(sent); i++ {
+			a, b := fmt.Sprintf("%s@%d", orderID, sent[i-1]), fmt.Sprintf("%s@%d", orderID, sent[i])
+			if pos[a] > pos[b] {
+				t.Errorf("%s signals: %s was applied after %s, sent before it", kind, a, b)
+				break
+			}
+		}
+	}
+}
+
+// checkCarriedFirst checks that a run applied the events it was carried
+// before any other, in the order carried, and carried on, first, those it
+// did not reach.
+func checkCarriedFirst(t *testing.T, run int, cr *chainRun) {
+	t.Helper()
+	var applied []string
+	for _, s := range cr.steps.list() {
+		if v, ok := strings.CutPrefix(s, "apply:"); ok {
+			applied = append(applied, v)
+		}
+	}
+	for i, d := range cr.in.Pending {
+		switch {
+		case i < len(applied) && applied[i] != fmt.Sprint(d.Version):
+			t.Errorf("run %d: carried v%d is not its apply %d (applies %v)", run, d.Version, i+1, applied)
+			return
+		case i >= len(applied) && (i-len(applied) >= len(cr.out.Pending) || cr.out.Pending[i-len(applied)].Event != d.Event):
+			t.Errorf("run %d: carried v%d, not applied, is not carried on in its place", run, d.Version)
+			return
+		}
+	}
+}
+
+// TestContinueAsNewUnderAStream: 1,000 events arrive in bursts of 1 to 120,
+// every other burst in order-events signals of up to 16 events, while each run continues
+// as new after 150. Every event is applied exactly once and in order across
+// the runs, the carried ones first, then the run's own. Each run but the
+// last handles exactly 150 events, no task that continues as new runs an
+// activity, and no task handles more than MaxEventsPerTask events. Before
+// the change (DefaultVersion) the runs carry nothing: each handles every
+// signal pending when it reaches its limit (how many varies with the
+// stream), all of them once too. Of each signal channel, the events are
+// applied in the order sent.
+func TestContinueAsNewUnderAStream(t *testing.T) {
+	const n, limit = 1000, 150
+	sizes := []int{3, 120, 17, 1, 45, 60, 8}
+	burst := func(i int) int { return sizes[i%len(sizes)] }
+	batch := func(i int) int { return 16 * (i % 2) }
+	for _, old := range []bool{false, true} {
+		name := "carry"
+		if old {
+			name = "drain (DefaultVersion)"
+		}
+		t.Run(name, func(t *testing.T) {
+			db := newFakeDB()
+			p := params()
+			p.MaxEventsPerRun = limit
+			runs, r := runChain(t, "H-1", db, Input{Params: p}, dataUpdates("H-1", n), burst, batch, old)
+			checkAppliedPerChannel(t, db, "H-1", n, runs)
+			s := r.State
+			// An event taken after a higher version of the other channel is
+			// stale; every one is applied or stale, and the last is v1000.
+			if s.Count(fsm.Applied)+s.Count(fsm.Stale) != n || s.Count(fsm.Applied) == 0 || s.Order.Version != n ||
+				s.Runs != len(runs) || s.Failed != 0 {
+				t.Errorf("final: runs %d of %d, counts %v, v%d, failed %d", s.Runs, len(runs), s.Counts, s.Order.Version, s.Failed)
+			}
+			total, carried := 0, 0
+			for i, cr := range runs {
+				processed := processedBy(cr, r)
+				total += processed
+				carried += len(cr.out.Pending)
+				t.Logf("run %d: %d carried in, %d events delivered, %d handled, %d carried out, %d yields",
+					i+1, len(cr.in.Pending), cr.sent, processed, len(cr.out.Pending), strings.Count(strings.Join(cr.steps.list(), " "), "yield"))
+				if old {
+					if len(cr.out.Pending) != 0 {
+						t.Errorf("run %d carried %d events before the change", i+1, len(cr.out.Pending))
+					}
+					continue
+				}
+				if cr.out.Carry != nil && (processed != limit || cr.out.Carry.Carried != len(cr.in.Pending)) {
+					t.Errorf("run %d handled %d events (want %d), counts %d carried in (got %d)",
+						i+1, processed, limit, cr.out.Carry.Carried, len(cr.in.Pending))
+				}
+				checkTasks(t, i+1, cr.steps.list(), cr.out.Carry != nil)
+				checkCarriedFirst(t, i+1, cr)
+			}
+			if total != n {
+				t.Errorf("the runs handled %d events in all, want %d", total, n)
+			}
+			if !old && (carried == 0 || len(runs) < (n+limit-1)/limit) {
+				t.Errorf("%d runs carried %d events in all; want at least %d runs and some carried", len(runs), carried, (n+limit-1)/limit)
+			}
+		})
+	}
+}
+
+// checkTasks checks the steps of one run: no workflow task (the steps
+// between two waits: the run's wait for the next task, or signals arriving)
+// applies more than MaxEventsPerTask events, and, when the run continued
+// as new, the task that did so applied none.
+func checkTasks(t *testing.T, run int, steps []string, continued bool) {
+	t.Helper()
+	applies := 0
+	for _, s := range steps {
+		switch {
+		case s == "yield" || s == "signals":
+			applies = 0
+		case strings.HasPrefix(s, "apply:"):
+			applies++
+			if applies > MaxEventsPerTask {
+				t.Errorf("run %d: a task applied more than %d events", run, MaxEventsPerTask)
+				return
+			}
+		}
+	}
+	if continued {
+		last := -1
+		for i, s := range steps {
+			if s == "yield" {
+				last = i
+			}
+		}
+		if last < 0 {
+			t.Errorf("run %d continued as new without ending the task that ran activities", run)
+			return
+		}
+		for _, s := range steps[last:] {
+			if s != "yield" && s != "signals" {
+				t.Errorf("run %d: the task that continued as new ran %s", run, s)
+			}
+		}
+	}
+}
+
+// TestContinueAsNewBoundsTheCarriedBytes: events that carry large messages
+// (60 KiB bodies) arrive all at once, in order-events signals of eight,
+// while a run reaches its limit; carrying them all would pass
+// MaxCarryBytes, so the run handles the oldest first and carries only what
+// fits. Every event is still applied once, in order.
+func TestContinueAsNewBoundsTheCarriedBytes(t *testing.T) {
+	const n, limit = 40, 5
+	events := dataUpdates("B-1", n)
+	body := bytes.Repeat([]byte("x"), 60<<10)
+	for i := range events {
+		src := message.NewEnvelope("ORDER_EVENTS", fmt.Sprintf("MSG-%d", i), "B-1", "CREATED", body, time.Time{}, false)
+		events[i].Source = &src
+	}
+	db := newFakeDB()
+	p := params()
+	p.MaxEventsPerRun = limit
+	runs, r := runChain(t, "B-1", db, Input{Params: p}, events, func(int) int { return n },
+		func(int) int { return 8 }, false)
+	checkApplied(t, db, "B-1", n)
+	if r.State.Count(fsm.Applied) != n {
+		t.Errorf("final counts %v", r.State.Counts)
+	}
+	over := false
+	for i, cr := range runs {
+		t.Logf("run %d: %d carried in, handled %d, carried out %d", i+1, len(cr.in.Pending), processedBy(cr, r), len(cr.out.Pending))
+		checkTasks(t, i+1, cr.steps.list(), cr.out.Carry != nil)
+		if cr.out.Carry == nil {
+			continue
+		}
+		b, err := json.Marshal(cr.out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) > MaxCarryBytes {
+			t.Errorf("run %d carried %d bytes, more than %d", i+1, len(b), MaxCarryBytes)
+		}
+		if cr.out.Carry.Processed > limit {
+			over = true
+		}
+	}
+	// With all 40 waiting (2.3 MiB as carried), the first run handled more
+	// than its limit, so that what it carried fits the bound.
+	if !over || runs[0].out.Carry == nil || runs[0].out.Carry.Processed <= limit || len(runs[0].out.Pending) == 0 {
+		t.Error("no run handled more than its limit: the bound was never reached")
+	}
+}
+
+// processedBy is the number of events cr handled; r is the chain's result.
+func processedBy(cr *chainRun, r Result) int {
+	if cr.out.Carry != nil {
+		return cr.out.Carry.Processed
+	}
+	return r.State.Processed
 }
