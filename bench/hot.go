@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
@@ -86,6 +87,12 @@ type hotResult struct {
 	// MaxEvents is the most events one run received (a signal of the
 	// order-events kind carries several).
 	MaxEvents int `json:"max_events"`
+	// MaxHandled is the most events one run handled: those its
+	// predecessor carried over to it unhandled plus those it received,
+	// less those it carried over to its successor (workflows.Input.Pending
+	// of its start and of its continue-as-new). A run that continues as
+	// new while signals keep coming receives more than it handles.
+	MaxHandled int `json:"max_handled"`
 	// TaskFailures counts the workflow tasks that failed over all runs, by
 	// cause. FORCE_CLOSE_COMMAND is the server failing a task in flight
 	// because more signals arrived meanwhile than it buffers (100 by
@@ -110,8 +117,8 @@ func (r hotResult) String() string {
 	if n > 0 {
 		tasks += " (" + strings.Join(failed, ", ") + ")"
 	}
-	return fmt.Sprintf("%d run(s) (%s), longest history %d events, at most %d signals (%d order events) in one run, %s",
-		r.Runs, strings.Join(parts, ", "), r.MaxHistory, r.MaxSignals, r.MaxEvents, tasks)
+	return fmt.Sprintf("%d run(s) (%s), longest history %d events, at most %d signals (%d order events) received and %d events handled in one run, %s",
+		r.Runs, strings.Join(parts, ", "), r.MaxHistory, r.MaxSignals, r.MaxEvents, r.MaxHandled, tasks)
 }
 
 func sortedStatuses(m map[string]int) []string {
@@ -179,12 +186,13 @@ func listHot(ctx context.Context, c client.Client, namespace, orderID string) (h
 					closeReason(ctx, c, id, ex.GetExecution().GetRunId())))
 			}
 			r.MaxHistory = max(r.MaxHistory, n)
-			signals, events, err := scanHistory(ctx, c, id, ex.GetExecution().GetRunId(), r.TaskFailures)
+			rh, err := scanHistory(ctx, c, id, ex.GetExecution().GetRunId(), r.TaskFailures)
 			if err != nil {
 				return r, err
 			}
-			r.MaxSignals = max(r.MaxSignals, signals)
-			r.MaxEvents = max(r.MaxEvents, events)
+			r.MaxSignals = max(r.MaxSignals, rh.signals)
+			r.MaxEvents = max(r.MaxEvents, rh.events)
+			r.MaxHandled = max(r.MaxHandled, rh.handled())
 		}
 		if token = resp.GetNextPageToken(); len(token) == 0 {
 			break
@@ -213,31 +221,65 @@ func listHot(ctx context.Context, c client.Client, namespace, orderID string) (h
 	return r, nil
 }
 
-// scanHistory reads a run's history: it returns the signals the run
-// received and counts its failed workflow tasks into failures, by cause.
-func scanHistory(ctx context.Context, c client.Client, id, runID string, failures map[string]int) (signals, events int, err error) {
+// runHistory is what scanHistory reads in a run's history.
+type runHistory struct {
+	signals, events int // signals received, and the events in them
+	// carriedIn and carriedOut are the events the run's input carried in
+	// and its continue-as-new carried out, unhandled.
+	carriedIn, carriedOut int
+}
+
+// handled is the number of events the run handled.
+func (h runHistory) handled() int { return h.carriedIn + h.events - h.carriedOut }
+
+// scanHistory reads a run's history: the signals and events it received
+// and carried, and its failed workflow tasks, counted into failures by
+// cause.
+func scanHistory(ctx context.Context, c client.Client, id, runID string, failures map[string]int) (runHistory, error) {
+	var h runHistory
+	dc := converter.GetDefaultDataConverter()
+	pending := func(p *commonpb.Payloads) (int, error) {
+		if p == nil {
+			return 0, nil
+		}
+		var in workflows.Input
+		if err := dc.FromPayloads(p, &in); err != nil {
+			return 0, fmt.Errorf("history of %s run %s: input: %w", id, runID, err)
+		}
+		return len(in.Pending), nil
+	}
 	it := c.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		e, err := it.Next()
 		if err != nil {
-			return signals, events, fmt.Errorf("history of %s run %s: %w", id, runID, err)
+			return h, fmt.Errorf("history of %s run %s: %w", id, runID, err)
+		}
+		if a := e.GetWorkflowExecutionStartedEventAttributes(); a != nil {
+			if h.carriedIn, err = pending(a.GetInput()); err != nil {
+				return h, err
+			}
+		}
+		if a := e.GetWorkflowExecutionContinuedAsNewEventAttributes(); a != nil {
+			if h.carriedOut, err = pending(a.GetInput()); err != nil {
+				return h, err
+			}
 		}
 		if a := e.GetWorkflowExecutionSignaledEventAttributes(); a != nil {
-			signals++
-			events++
+			h.signals++
+			h.events++
 			if a.GetSignalName() == api.SignalEvents {
 				var b workflows.Batch
-				if err := converter.GetDefaultDataConverter().FromPayloads(a.GetInput(), &b); err != nil {
-					return signals, events, fmt.Errorf("history of %s run %s: signal %s: %w", id, runID, a.GetSignalName(), err)
+				if err := dc.FromPayloads(a.GetInput(), &b); err != nil {
+					return h, fmt.Errorf("history of %s run %s: signal %s: %w", id, runID, a.GetSignalName(), err)
 				}
-				events += len(b.Deliveries) - 1
+				h.events += len(b.Deliveries) - 1
 			}
 		}
 		if a := e.GetWorkflowTaskFailedEventAttributes(); a != nil {
 			failures[strings.TrimPrefix(a.GetCause().String(), "WORKFLOW_TASK_FAILED_CAUSE_")]++
 		}
 	}
-	return signals, events, nil
+	return h, nil
 }
 
 // closeReason is the close event of a run, for the report of a run that

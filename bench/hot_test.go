@@ -53,8 +53,8 @@ func TestHotScenario(t *testing.T) {
 
 func TestHotResultString(t *testing.T) {
 	r := hotResult{Runs: 4, Statuses: map[string]int{"ContinuedAsNew": 3, "Running": 1}, MaxHistory: 1100,
-		MaxSignals: 520, MaxEvents: 700, TaskFailures: map[string]int{"ForceCloseCommand": 2, "UnhandledCommand": 1}}
-	want := "4 run(s) (ContinuedAsNew 3, Running 1), longest history 1100 events, at most 520 signals (700 order events) in one run, " +
+		MaxSignals: 520, MaxEvents: 700, MaxHandled: 500, TaskFailures: map[string]int{"ForceCloseCommand": 2, "UnhandledCommand": 1}}
+	want := "4 run(s) (ContinuedAsNew 3, Running 1), longest history 1100 events, at most 520 signals (700 order events) received and 500 events handled in one run, " +
 		"3 failed workflow tasks (ForceCloseCommand 2, UnhandledCommand 1)"
 	if got := r.String(); got != want {
 		t.Errorf("String() =\n%s\nwant\n%s", got, want)

@@ -623,9 +623,9 @@ func (b *bench) runEngine(ctx context.Context, e *engine, o options, base cellRe
 		}
 		fmt.Fprintf(out, "%shot:      %d events of one order (batch size %d) drained in %.1fs = %.1f events/s, continuing as new %s; %d signals; its workflow: %s\n",
 			tag, hot.Events, batch, hot.Elapsed.Seconds(), hot.Rate, can, hot.Signals, hot.Hot)
-		if o.hotMaxEvents > 0 && hot.Hot.MaxEvents > 2*o.hotMaxEvents {
+		if o.hotMaxEvents > 0 && hot.Hot.MaxHandled > 2*o.hotMaxEvents {
 			fmt.Fprintf(out, "%shot:      continue-as-new was deferred under the stream: a run handled %d events, not about %d\n",
-				tag, hot.Hot.MaxEvents, o.hotMaxEvents)
+				tag, hot.Hot.MaxHandled, o.hotMaxEvents)
 		}
 	}
 	if o.hotEvents > 0 {

@@ -80,6 +80,10 @@ type Input struct {
 	// by a workflow version that handled every signal before continuing
 	// as new.
 	Pending []Delivery `json:"pending,omitempty"`
+	// Streaming is true when signals were coming as the previous run
+	// continued as new: more are likely to come during the run's first
+	// workflow task, which handles at most MaxEventsPerTask events.
+	Streaming bool `json:"streaming,omitempty"`
 }
 
 // State is what OrderWorkflow knows about its order; the "state" query

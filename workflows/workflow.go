@@ -77,38 +77,53 @@ const (
 // run goes on under a stream of signals. Version 1: the task that continues
 // as new handles no event; it receives the pending signals and carries
 // their events, unhandled, to the next run (Input.Pending), which handles
-// them first. A run ends the workflow task before it continues as new when
-// the task ran local activities, and after MaxEventsPerTask events while
-// more are pending, so that no task outlasts the signals the server buffers
-// meanwhile; it goes on in the next task, which a new signal or else a
-// short timer (YieldDelay) brings. A run that reaches its limit in the
-// middle of an order-events signal carries the rest of that signal's
-// events. The carried bytes are bounded by MaxCarryBytes. DefaultVersion
-// (runs that reached a point where the two differ before the change): a
-// task handles every signal pending, a signal's events all together, and
-// the run handles every pending signal before it continues as new. The
-// version is asked where the behaviours first differ, so a run started
-// before the change takes it up unless it already passed such a point.
+// them first. A run ends the workflow task, so that no task outlasts the
+// signals the server buffers meanwhile, after MaxEventsPerTask events while
+// signals are coming (MaxQuietEventsPerTask while none came with the
+// task) and more are pending, and, while signals are coming, before it
+// continues as new when the task ran local activities; it goes on in the
+// next task, which a new signal or else a short timer (YieldDelay) brings. A run that reaches its limit in the middle of an order-events
+// signal carries the rest of that signal's events. The carried bytes are
+// bounded by MaxCarryBytes. DefaultVersion (runs that reached a point where
+// the two differ before the change): a task handles every signal pending, a
+// signal's events all together, and the run handles every pending signal
+// before it continues as new. The version is asked where the behaviours
+// first differ, so a run started before the change takes it up unless it
+// already passed such a point.
 const ChangeCarryPendingSignals = "carry-pending-signals"
 
 // versionCarryPending is version 1 of ChangeCarryPendingSignals.
 const versionCarryPending workflow.Version = 1
 
 // MaxEventsPerTask bounds the events one workflow task handles while more
-// are pending (ChangeCarryPendingSignals version 1): the events, not the
-// signals, because each event runs its own local activities (ApplyEvent,
-// sometimes AwardPoints; about 5 ms each on a loaded 2-core machine), so a
-// task's length follows its events whatever signals brought them. The
-// server fails a task in flight once more than 100 new events (signals)
-// wait for it (history.maximumBufferedEventsBatch), and the next task does
-// its work again. While the workflow keeps up with the stream, no more
-// events arrive during a task than it handles, so a task of at most 50
-// events meets at most 50 new signals (fewer when they are batches): half
-// the server's bound. A smaller bound costs a task more (its round trip to
-// the server and about six history events: the three of the task, the
-// timer that ends it) for fewer events. Changing it changes the commands of
-// running workflows: it needs a new version.
+// are pending and signals are coming: some came with the task, so more
+// are likely to come while it runs (ChangeCarryPendingSignals version 1).
+// It counts events, not signals, because each event runs its own local
+// activities (ApplyEvent, sometimes AwardPoints; 1 to 5 ms each on the
+// 2-core development machine), so a task's length follows its events
+// whatever signals brought them. The server fails a task in flight once
+// more than 100 new events (signals) wait for it
+// (history.maximumBufferedEventsBatch), and the next task does its work
+// again. While the workflow keeps up with the stream, no more events arrive
+// during a task than it handles, so a task of at most 50 events meets at
+// most 50 new signals (fewer when they are batches): half the server's
+// bound. A smaller bound costs a task more (its round trip to the server and
+// about five history events: the three of the task, the timer that ends it)
+// for fewer events. Changing it changes the commands of running workflows:
+// it needs a new version.
 const MaxEventsPerTask = 50
+
+// MaxQuietEventsPerTask bounds the events one workflow task handles while
+// more are pending but no signal came with the task: the run works through
+// events it already has (carried over, or the backlog of signals received
+// before), and ending its task after every MaxEventsPerTask would cost a
+// YieldDelay timer each time, which the server fires no sooner than a
+// second later (history.timerProcessorMaxTimeShift) when no signal ends the
+// wait first. A task of 500 events lasts about 0.5 to 2.5 s; should the
+// stream resume meanwhile and 100 signals come before it ends, the server
+// fails it and the next task, which starts with those signals, does the
+// work again under MaxEventsPerTask. Changing it needs a new version.
+const MaxQuietEventsPerTask = 500
 
 // MaxCarryBytes bounds the JSON size of what a continue-as-new carries, the
 // state and the pending events: half the server's 2 MiB payload limit
@@ -186,6 +201,7 @@ func OrderWorkflow(ctx workflow.Context, in Input) (Result, error) {
 	// in their order.
 	r.pending = slices.Clone(in.Pending)
 	r.state.Carried = len(in.Pending)
+	r.flowing = in.Streaming
 	r.state.OrderID = orderID
 	if r.state.Status().Terminal() && r.state.TerminalAt.IsZero() {
 		r.state.TerminalAt = workflow.Now(ctx)
@@ -273,9 +289,11 @@ type run struct {
 	// taskHandled counts the events handled since the run last waited for
 	// something the server sends (a signal, a timer): since the current
 	// workflow task began. taskActive is true when a local activity ran
-	// since then.
+	// since then. flowing is true when signals came with the current task:
+	// more are likely to come while it runs.
 	taskHandled int
 	taskActive  bool
+	flowing     bool
 	// carryVersion is the version of ChangeCarryPendingSignals once asked.
 	carryVersion *workflow.Version
 }
@@ -293,10 +311,21 @@ func (r *run) carries() bool {
 }
 
 // newTask notes that the run waited for the server: what follows runs in
-// a new workflow task.
-func (r *run) newTask() {
+// a new workflow task, which signals came with when flowing.
+func (r *run) newTask(flowing bool) {
 	r.taskHandled = 0
 	r.taskActive = false
+	r.flowing = flowing
+}
+
+// taskFull reports whether the current task has handled its share of
+// events: MaxEventsPerTask while signals are coming, MaxQuietEventsPerTask
+// while none came with it.
+func (r *run) taskFull() bool {
+	if r.flowing {
+		return r.taskHandled >= MaxEventsPerTask
+	}
+	return r.taskHandled >= MaxQuietEventsPerTask
 }
 
 // yield ends the current workflow task and waits for the next one: the one
@@ -313,7 +342,7 @@ func (r *run) yield(ch inbox, summary string) error {
 	n := ch.Len()
 	_, err := workflow.AwaitWithOptions(r.ctx, workflow.AwaitOptions{Timeout: YieldDelay,
 		TimerOptions: workflow.TimerOptions{Summary: summary}}, func() bool { return ch.Len() > n })
-	r.newTask()
+	r.newTask(ch.Len() > n)
 	if err != nil {
 		return fmt.Errorf("wait for the next workflow task: %w", err)
 	}
@@ -407,6 +436,9 @@ func (r *run) loop(ch inbox) (Result, error) {
 		timerAt     time.Time
 		cancelTimer workflow.CancelFunc
 	)
+	if ch.Len() > 0 {
+		r.flowing = true
+	}
 	for {
 		if ctx.Err() != nil {
 			return Result{}, r.cancelled(ch)
@@ -441,16 +473,17 @@ func (r *run) loop(ch inbox) (Result, error) {
 				timer, timerAt = workflow.NewTimer(tctx, deadline.Sub(now)), deadline
 			}
 
-			if ch.Len() == 0 && !timer.IsReady() {
-				// The selector blocks: what wakes it comes with a new
-				// workflow task.
-				r.newTask()
-			}
+			// When nothing is ready the selector blocks: what wakes it
+			// comes with a new workflow task.
+			blocks := ch.Len() == 0 && !timer.IsReady()
 			timedOut := false
 			sel := workflow.NewSelector(ctx)
 			ch.addTo(sel, &r.pending)
 			sel.AddFuture(timer, func(workflow.Future) { timedOut = true })
 			sel.Select(ctx)
+			if blocks {
+				r.newTask(len(r.pending) > 0 || ch.Len() > 0)
+			}
 			if timedOut {
 				timer, cancelTimer = nil, nil
 			}
@@ -472,7 +505,7 @@ func (r *run) loop(ch inbox) (Result, error) {
 			}
 			// A task that has handled its share while signals keep coming
 			// ends, so that it is short; the next one goes on.
-			if r.taskHandled >= MaxEventsPerTask && ch.Len() > 0 && r.carries() {
+			if r.taskFull() && ch.Len() > 0 && r.carries() {
 				if err := r.yield(ch, SummaryYieldTask); err != nil {
 					return Result{}, err
 				}
@@ -485,7 +518,7 @@ func (r *run) loop(ch inbox) (Result, error) {
 // (in the middle of a signal's events, or of the ones carried over), with
 // ChangeCarryPendingSignals version 1, the run continues as new once it
 // reached its limit, carrying the rest, and ends the workflow task once the
-// task handled MaxEventsPerTask events. Before the change a signal's events
+// task handled its share (taskFull). Before the change a signal's events
 // were handled all together: these are the points where the versions
 // differ, and the version is asked there. A continue-as-new is returned as
 // its error.
@@ -503,7 +536,7 @@ func (r *run) handlePending(ch inbox) error {
 		if r.shouldContinueAsNew() && r.carries() {
 			return r.continueAsNew(ch)
 		}
-		if r.taskHandled >= MaxEventsPerTask && r.carries() {
+		if r.taskFull() && r.carries() {
 			if err := r.yield(ch, SummaryYieldTask); err != nil {
 				return err
 			}
@@ -533,8 +566,9 @@ func (r *run) shouldContinueAsNew() bool {
 
 // drain handles every event already pending, the carried ones first, in
 // order, and returns how many it handled. With ChangeCarryPendingSignals
-// version 1 it ends the workflow task after MaxEventsPerTask events while
-// more are pending. The status is up to date when it returns.
+// version 1 it ends the workflow task once the task handled its share
+// (taskFull) while more are pending. The status is up to date when it
+// returns.
 func (r *run) drain(ch inbox) (int, error) {
 	n := 0
 	for {
@@ -556,7 +590,7 @@ func (r *run) drain(ch inbox) (int, error) {
 			return n, err
 		}
 		r.taskHandled++
-		if r.taskHandled >= MaxEventsPerTask && (len(r.pending) > 0 || ch.Len() > 0) && r.carries() {
+		if r.taskFull() && (len(r.pending) > 0 || ch.Len() > 0) && r.carries() {
 			if err := r.yield(ch, SummaryYieldTask); err != nil {
 				return n, err
 			}
@@ -565,13 +599,13 @@ func (r *run) drain(ch inbox) (int, error) {
 }
 
 // continueAsNew ends the run with continue-as-new. With
-// ChangeCarryPendingSignals version 1 the task that continues as new runs
-// no activity: the run first ends a task in which local activities ran,
-// then receives every pending signal without handling it and carries its
-// events, after the ones still pending, to the next run (unless they would
-// make the carried payload too large: then it handles the oldest ones
-// first, a task's worth at a time). Before, it handled every pending
-// signal first.
+// ChangeCarryPendingSignals version 1 it receives every pending signal
+// without handling it and carries its events, after the ones still
+// pending, to the next run (unless they would make the carried payload too
+// large: then it handles the oldest ones first, a task's worth at a time);
+// while signals are coming, the task that does so runs no activity: the
+// run first ends a task in which local activities ran. Before, it handled
+// every pending signal first.
 func (r *run) continueAsNew(ch inbox) error {
 	if !r.carries() {
 		if _, err := r.drain(ch); err != nil {
@@ -584,9 +618,11 @@ func (r *run) continueAsNew(ch inbox) error {
 	}
 	handled := 0
 	for {
-		// The task that continues as new runs no activity (and a task
-		// that handled its share ends before handling more).
-		if r.taskActive || r.taskHandled >= MaxEventsPerTask {
+		// While signals are coming, the task that continues as new runs no
+		// activity: the server refuses the continue-as-new when a signal
+		// came during the task, and the next task does its work again
+		// (and a task that handled its share ends before handling more).
+		if r.taskActive && r.flowing || r.taskFull() {
 			if err := r.yield(ch, SummaryYieldContinueAsNew); err != nil {
 				return err
 			}
@@ -607,7 +643,7 @@ func (r *run) continueAsNew(ch inbox) error {
 		}
 		// Too much to carry: handle the oldest events here, at most a
 		// task's worth before the next look.
-		for size > MaxCarryBytes && len(r.pending) > 0 && r.taskHandled < MaxEventsPerTask {
+		for size > MaxCarryBytes && len(r.pending) > 0 && !r.taskFull() {
 			d := r.pending[0]
 			r.pending = r.pending[1:]
 			size -= deliverySize(d)
@@ -623,7 +659,8 @@ func (r *run) continueAsNew(ch inbox) error {
 	r.logger.Info("order workflow continuing as new", "processed", carry.Processed, "carried", len(pending),
 		"handled_over_limit", handled, "history_length", workflow.GetInfo(r.ctx).GetCurrentHistoryLength(),
 		"status", carry.Order.Status)
-	return workflow.NewContinueAsNewError(r.ctx, api.WorkflowType, Input{Params: r.params, Carry: &carry, Pending: pending})
+	return workflow.NewContinueAsNewError(r.ctx, api.WorkflowType,
+		Input{Params: r.params, Carry: &carry, Pending: pending, Streaming: r.flowing})
 }
 
 // carrySize is the JSON size of what continue-as-new would carry now: the
