@@ -80,10 +80,12 @@ type Input struct {
 	// by a workflow version that handled every signal before continuing
 	// as new.
 	Pending []Delivery `json:"pending,omitempty"`
-	// Streaming is true when signals were coming as the previous run
-	// continued as new: more are likely to come during the run's first
-	// workflow task, which handles at most MaxEventsPerTask events.
-	Streaming bool `json:"streaming,omitempty"`
+	// TaskBound, when > 0, is the number of events the run's first
+	// workflow task handles at most while more are pending: signals were
+	// coming as the previous run continued as new, and this is the bound
+	// it had come to for the rate they came at (see
+	// ChangeCarryPendingSignals).
+	TaskBound int `json:"task_bound,omitempty"`
 }
 
 // State is what OrderWorkflow knows about its order; the "state" query

@@ -77,53 +77,62 @@ const (
 // run goes on under a stream of signals. Version 1: the task that continues
 // as new handles no event; it receives the pending signals and carries
 // their events, unhandled, to the next run (Input.Pending), which handles
-// them first. A run ends the workflow task, so that no task outlasts the
-// signals the server buffers meanwhile, after MaxEventsPerTask events while
-// signals are coming (MaxQuietEventsPerTask while none came with the
-// task) and more are pending, and, while signals are coming, before it
-// continues as new when the task ran local activities; it goes on in the
-// next task, which a new signal or else a short timer (YieldDelay) brings. A run that reaches its limit in the middle of an order-events
-// signal carries the rest of that signal's events. The carried bytes are
-// bounded by MaxCarryBytes. DefaultVersion (runs that reached a point where
-// the two differ before the change): a task handles every signal pending, a
-// signal's events all together, and the run handles every pending signal
-// before it continues as new. The version is asked where the behaviours
-// first differ, so a run started before the change takes it up unless it
-// already passed such a point.
+// them first. A run that reaches its limit in the middle of an
+// order-events signal carries the rest of that signal's events. The
+// carried bytes are bounded by MaxCarryBytes. So that no workflow task
+// outlasts the signals the server buffers meanwhile, a run ends the task
+// once it handled the task's bound of events while more are pending
+// (taskBound: MaxEventsPerTask, fewer when more than SignalsPerTask
+// signals came during the previous task, MaxQuietEventsPerTask when none
+// came), and, while signals are coming, before it continues as
+// new when the task ran local activities; it goes on in the next task,
+// which a new signal or else a short timer (YieldDelay) brings.
+// DefaultVersion (runs that reached a point where the two differ before
+// the change): a task handles every signal pending, a signal's events all
+// together, and the run handles every pending signal before it continues
+// as new. The version is asked where the behaviours first differ, so a
+// run started before the change takes it up unless it already passed such
+// a point. Changing a constant of the bound changes the commands of
+// running workflows: it needs a new version.
 const ChangeCarryPendingSignals = "carry-pending-signals"
 
 // versionCarryPending is version 1 of ChangeCarryPendingSignals.
 const versionCarryPending workflow.Version = 1
 
-// MaxEventsPerTask bounds the events one workflow task handles while more
-// are pending and signals are coming: some came with the task, so more
-// are likely to come while it runs (ChangeCarryPendingSignals version 1).
-// It counts events, not signals, because each event runs its own local
-// activities (ApplyEvent, sometimes AwardPoints; 1 to 5 ms each on the
-// 2-core development machine), so a task's length follows its events
-// whatever signals brought them. The server fails a task in flight once
-// more than 100 new events (signals) wait for it
-// (history.maximumBufferedEventsBatch), and the next task does its work
-// again. While the workflow keeps up with the stream, no more events arrive
-// during a task than it handles, so a task of at most 50 events meets at
-// most 50 new signals (fewer when they are batches): half the server's
-// bound. A smaller bound costs a task more (its round trip to the server and
-// about five history events: the three of the task, the timer that ends it)
-// for fewer events. Changing it changes the commands of running workflows:
-// it needs a new version.
-const MaxEventsPerTask = 50
+// SignalsPerTask is how many signals the workflow lets come during one
+// workflow task, by its estimate: half the 100 after which the server
+// fails the task in flight (history.maximumBufferedEventsBatch), whose
+// work the next task then does again. The bound of a task's events
+// (taskBound) follows from it: each event runs its own local activities
+// (ApplyEvent, sometimes AwardPoints; 1 to 5 ms each on the 2-core
+// development machine), so a task's length follows its events, not the
+// signals that brought them.
+const SignalsPerTask = 50
 
-// MaxQuietEventsPerTask bounds the events one workflow task handles while
-// more are pending but no signal came with the task: the run works through
-// events it already has (carried over, or the backlog of signals received
-// before), and ending its task after every MaxEventsPerTask would cost a
-// YieldDelay timer each time, which the server fires no sooner than a
-// second later (history.timerProcessorMaxTimeShift) when no signal ends the
-// wait first. A task of 500 events lasts about 0.5 to 2.5 s; should the
-// stream resume meanwhile and 100 signals come before it ends, the server
-// fails it and the next task, which starts with those signals, does the
-// work again under MaxEventsPerTask. Changing it needs a new version.
-const MaxQuietEventsPerTask = 500
+// Bounds of the events one workflow task handles while more are pending
+// (ChangeCarryPendingSignals version 1; see taskBound):
+//   - MaxEventsPerTask when signals came with the task: while the workflow
+//     keeps up with the stream, no more signals come during a task than it
+//     handles events, so 50 events meet at most SignalsPerTask signals. A
+//     smaller bound costs a task more (its round trip to the server and
+//     about five history events: the three of the task and the timer that
+//     ends it) for fewer events;
+//   - down to MinEventsPerTask when the signals come faster than the
+//     workflow handles events: below it a task's fixed cost dominates;
+//   - MaxQuietEventsPerTask when no signal came with the task: the run
+//     works through events it already has (carried over, or a backlog of
+//     signals received before), and ending its task after a few would cost
+//     a YieldDelay timer each time, which the server fires no sooner than a
+//     second later (history.timerProcessorMaxTimeShift) when no signal ends
+//     the wait first. A task of 500 events lasts about 0.5 to 2.5 s; should
+//     the stream resume meanwhile and 100 signals come before it ends, the
+//     server fails it and the next task, which starts with those signals,
+//     does the work again under a tighter bound.
+const (
+	MaxEventsPerTask      = 50
+	MinEventsPerTask      = 10
+	MaxQuietEventsPerTask = 500
+)
 
 // MaxCarryBytes bounds the JSON size of what a continue-as-new carries, the
 // state and the pending events: half the server's 2 MiB payload limit
@@ -201,7 +210,7 @@ func OrderWorkflow(ctx workflow.Context, in Input) (Result, error) {
 	// in their order.
 	r.pending = slices.Clone(in.Pending)
 	r.state.Carried = len(in.Pending)
-	r.flowing = in.Streaming
+	r.bound = in.TaskBound
 	r.state.OrderID = orderID
 	if r.state.Status().Terminal() && r.state.TerminalAt.IsZero() {
 		r.state.TerminalAt = workflow.Now(ctx)
@@ -290,10 +299,12 @@ type run struct {
 	// something the server sends (a signal, a timer): since the current
 	// workflow task began. taskActive is true when a local activity ran
 	// since then. flowing is true when signals came with the current task:
-	// more are likely to come while it runs.
+	// more are likely to come while it runs. bound is the events the task
+	// may handle while more are pending (taskBound).
 	taskHandled int
 	taskActive  bool
 	flowing     bool
+	bound       int
 	// carryVersion is the version of ChangeCarryPendingSignals once asked.
 	carryVersion *workflow.Version
 }
@@ -311,27 +322,43 @@ func (r *run) carries() bool {
 }
 
 // newTask notes that the run waited for the server: what follows runs in
-// a new workflow task, which signals came with when flowing.
-func (r *run) newTask(flowing bool) {
+// a new workflow task, which arrived signals came with.
+func (r *run) newTask(arrived int) {
+	r.bound = taskBound(r.taskHandled, arrived)
+	r.flowing = arrived > 0
 	r.taskHandled = 0
 	r.taskActive = false
-	r.flowing = flowing
 }
 
-// taskFull reports whether the current task has handled its share of
-// events: MaxEventsPerTask while signals are coming, MaxQuietEventsPerTask
-// while none came with it.
-func (r *run) taskFull() bool {
-	if r.flowing {
-		return r.taskHandled >= MaxEventsPerTask
+// taskBound is the number of events a workflow task may handle while more
+// are pending, from the events the previous task handled (prev) and the
+// signals that came with this one (arrived), which came while the previous
+// one ran or the run waited. When signals came, at that rate
+// prev*SignalsPerTask/arrived events let SignalsPerTask signals come: the
+// bound is that many, but at least MinEventsPerTask (a task's fixed cost,
+// its round trip to the server, does not shrink with its events) and at
+// most MaxEventsPerTask (a stream's rate changes; the bound only shrinks
+// after the fact); MaxEventsPerTask when the previous task handled no
+// event. MaxQuietEventsPerTask when no signal came.
+func taskBound(prev, arrived int) int {
+	switch {
+	case arrived == 0:
+		return MaxQuietEventsPerTask
+	case prev == 0:
+		return MaxEventsPerTask
 	}
-	return r.taskHandled >= MaxQuietEventsPerTask
+	return min(max(SignalsPerTask*prev/arrived, MinEventsPerTask), MaxEventsPerTask)
 }
+
+// taskFull reports whether the current task has handled its bound of
+// events.
+func (r *run) taskFull() bool { return r.taskHandled >= r.bound }
 
 // yield ends the current workflow task and waits for the next one: the one
 // that brings a new signal (under a stream, at once) or else the one of a
-// timer of YieldDelay (which the server may fire up to a second late). It
-// handles nothing: the new signals stay pending. The status is written
+// timer of YieldDelay (which the server fires about a second later; it is
+// cancelled when a signal comes first). It handles nothing: the new
+// signals stay pending. The status is written
 // first, as at the end of every task.
 func (r *run) yield(ch inbox, summary string) error {
 	if r.coalesce {
@@ -340,9 +367,14 @@ func (r *run) yield(ch inbox, summary string) error {
 		}
 	}
 	n := ch.Len()
-	_, err := workflow.AwaitWithOptions(r.ctx, workflow.AwaitOptions{Timeout: YieldDelay,
-		TimerOptions: workflow.TimerOptions{Summary: summary}}, func() bool { return ch.Len() > n })
-	r.newTask(ch.Len() > n)
+	tctx, cancel := workflow.WithCancel(r.ctx)
+	timer := workflow.NewTimerWithOptions(tctx, YieldDelay, workflow.TimerOptions{Summary: summary})
+	err := workflow.Await(r.ctx, func() bool { return timer.IsReady() || ch.Len() > n })
+	if !timer.IsReady() {
+		// A signal ended the wait: the timer is of no more use.
+		cancel()
+	}
+	r.newTask(ch.Len() - n)
 	if err != nil {
 		return fmt.Errorf("wait for the next workflow task: %w", err)
 	}
@@ -436,8 +468,15 @@ func (r *run) loop(ch inbox) (Result, error) {
 		timerAt     time.Time
 		cancelTimer workflow.CancelFunc
 	)
-	if ch.Len() > 0 {
+	// The first task: as the previous run judged the stream, or as one
+	// that signals came with.
+	switch {
+	case r.bound > 0:
 		r.flowing = true
+	case ch.Len() > 0:
+		r.bound, r.flowing = MaxEventsPerTask, true
+	default:
+		r.bound = MaxQuietEventsPerTask
 	}
 	for {
 		if ctx.Err() != nil {
@@ -482,7 +521,11 @@ func (r *run) loop(ch inbox) (Result, error) {
 			sel.AddFuture(timer, func(workflow.Future) { timedOut = true })
 			sel.Select(ctx)
 			if blocks {
-				r.newTask(len(r.pending) > 0 || ch.Len() > 0)
+				arrived := ch.Len()
+				if len(r.pending) > 0 {
+					arrived++ // the signal the selector took
+				}
+				r.newTask(arrived)
 			}
 			if timedOut {
 				timer, cancelTimer = nil, nil
@@ -659,8 +702,11 @@ func (r *run) continueAsNew(ch inbox) error {
 	r.logger.Info("order workflow continuing as new", "processed", carry.Processed, "carried", len(pending),
 		"handled_over_limit", handled, "history_length", workflow.GetInfo(r.ctx).GetCurrentHistoryLength(),
 		"status", carry.Order.Status)
-	return workflow.NewContinueAsNewError(r.ctx, api.WorkflowType,
-		Input{Params: r.params, Carry: &carry, Pending: pending, Streaming: r.flowing})
+	next := Input{Params: r.params, Carry: &carry, Pending: pending}
+	if r.flowing {
+		next.TaskBound = r.bound
+	}
+	return workflow.NewContinueAsNewError(r.ctx, api.WorkflowType, next)
 }
 
 // carrySize is the JSON size of what continue-as-new would carry now: the

@@ -1137,3 +1137,25 @@ func processedBy(cr *chainRun, r Result) int {
 	}
 	return r.State.Processed
 }
+
+// TestTaskBound: the events a task may handle, from the events of the task
+// before and the signals that came meanwhile.
+func TestTaskBound(t *testing.T) {
+	for _, c := range []struct{ prev, arrived, want int }{
+		{50, 100, 25},  // signals come twice as fast as events are handled
+		{25, 60, 20},   // still more than 50 per task
+		{20, 40, 25},   // 40 for 20 events: 25 events for 50
+		{40, 50, 40},   // as many
+		{50, 10, 50},   // five times slower: the usual bound
+		{50, 1, 50},    // a trickle: the usual bound
+		{20, 200, 10},  // very fast: at least 10
+		{0, 7, 50},     // no measure yet
+		{120, 0, 500},  // none came: quiet
+		{0, 0, 500},    // none came, nothing handled
+		{500, 600, 41}, // a quiet task met a burst
+	} {
+		if got := taskBound(c.prev, c.arrived); got != c.want {
+			t.Errorf("taskBound(%d events, %d signals) = %d, want %d", c.prev, c.arrived, got, c.want)
+		}
+	}
+}
