@@ -663,9 +663,8 @@ func (r *run) continueAsNew(ch inbox) error {
 	for {
 		// While signals are coming, the task that continues as new runs no
 		// activity: the server refuses the continue-as-new when a signal
-		// came during the task, and the next task does its work again
-		// (and a task that handled its share ends before handling more).
-		if r.taskActive && r.flowing || r.taskFull() {
+		// came during the task, and the next task does its work again.
+		if r.taskActive && r.flowing {
 			if err := r.yield(ch, SummaryYieldContinueAsNew); err != nil {
 				return err
 			}
@@ -684,8 +683,14 @@ func (r *run) continueAsNew(ch inbox) error {
 		if size <= MaxCarryBytes || len(r.pending) == 0 {
 			break
 		}
-		// Too much to carry: handle the oldest events here, at most a
-		// task's worth before the next look.
+		// Too much to carry: handle the oldest events here, a task's bound
+		// at a time.
+		if r.taskFull() {
+			if err := r.yield(ch, SummaryYieldTask); err != nil {
+				return err
+			}
+			continue
+		}
 		for size > MaxCarryBytes && len(r.pending) > 0 && !r.taskFull() {
 			d := r.pending[0]
 			r.pending = r.pending[1:]
