@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -42,17 +43,25 @@ import (
 // 1: local activities, one status upsert per event), testdata/v2-* (version
 // 2: one status upsert per batch; signals of bare events), testdata/v3-*
 // (version 3: ledger reconciled on load and on duplicates; signals carry
-// the source message; recorded before the steps carried summaries). The
-// unprefixed files are version 3 with a summary on every database step
-// (user metadata, which replay does not compare: the v3-* files replay
-// against the same code). batched*.json have order-events signals, which
-// need no new version: the workflow handles a batch's events exactly as
-// separate signals, with the same commands.
+// the source message; recorded before the steps carried summaries),
+// testdata/drain-* (version 3 with summaries, before
+// workflow.GetVersion("carry-pending-signals"): a run handles every pending
+// signal before it continues as new). The unprefixed files are version 3
+// with a summary on every database step (user metadata, which replay does
+// not compare: the v3-* files replay against the same code) and, where a
+// run continues as new, "carry-pending-signals" version 1: the runs of
+// continue-as-new, carry-pending and carry-batch carry pending events to
+// the next. in-order, reordered-duplicates, cancel-after-pay, batched and
+// late-event-fresh-run never reach a point where the two differ: their
+// files from before the change are kept. batched*.json have order-events
+// signals, which need no new version: the workflow handles a batch's
+// events exactly as separate signals, with the same commands.
 const recordEnv = "ORDERFLOW_RECORD_HISTORIES"
 
 // replayScenarios are the scenarios that must have at least one recorded
 // history each.
-var replayScenarios = []string{"in-order", "reordered-duplicates", "cancel-after-pay", "continue-as-new", "late-event-fresh-run", "batched"}
+var replayScenarios = []string{"in-order", "reordered-duplicates", "cancel-after-pay", "continue-as-new", "late-event-fresh-run", "batched",
+	"carry-pending", "carry-batch"}
 
 // TestReplayRecordedHistories replays every recorded history against the
 // current OrderWorkflow: a change that breaks determinism fails here.
@@ -117,6 +126,123 @@ func TestRecordedHistoriesCarrySummaries(t *testing.T) {
 			t.Errorf("%s: step summaries\n%q\nwant\n%q", file, got, want)
 		}
 	}
+}
+
+// TestRecordedHistoriesCarryPendingSignals makes sure the recorded
+// histories cover both ways of continuing as new: with
+// workflows.ChangeCarryPendingSignals (its version marker, and next runs
+// whose input carries pending events, among them events of an
+// order-events signal) and before it (testdata/drain-*: no marker, nothing
+// carried, every signal the run received handled by it).
+func TestRecordedHistoriesCarryPendingSignals(t *testing.T) {
+	for _, file := range []string{"continue-as-new-run1.json", "carry-pending-run1.json", "carry-batch-run1.json"} {
+		h := readHistory(t, filepath.Join("testdata", file))
+		if v, ok := changeVersion(t, h, workflows.ChangeCarryPendingSignals); !ok || v != 1 {
+			t.Errorf("%s: %s version %d (recorded: %v), want 1", file, workflows.ChangeCarryPendingSignals, v, ok)
+		}
+		if h.Events[len(h.Events)-1].GetEventType() != enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW {
+			t.Errorf("%s: the run did not continue as new", file)
+		}
+	}
+	for _, scenario := range []string{"carry-pending", "carry-batch"} {
+		files, err := filepath.Glob(filepath.Join("testdata", scenario+"-run*.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		carried := 0
+		for _, f := range files {
+			carried += len(recordedInput(t, f).Pending)
+		}
+		if len(files) < 2 || carried == 0 {
+			t.Errorf("%s: %d runs recorded, %d events carried from one to the next; want some", scenario, len(files), carried)
+		}
+	}
+	// carry-batch: the first run continued as new with part of the
+	// order-events signal it received unhandled: the second run's input
+	// carries events the first received in that batch.
+	batch := map[int64]bool{}
+	for _, e := range readHistory(t, filepath.Join("testdata", "carry-batch-run1.json")).Events {
+		a := e.GetWorkflowExecutionSignaledEventAttributes()
+		if a.GetSignalName() != api.SignalEvents {
+			continue
+		}
+		var b workflows.Batch
+		if err := converter.GetDefaultDataConverter().FromPayloads(a.GetInput(), &b); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range b.Deliveries {
+			batch[d.Version] = true
+		}
+	}
+	if !slices.ContainsFunc(recordedInput(t, filepath.Join("testdata", "carry-batch-run2.json")).Pending,
+		func(d workflows.Delivery) bool { return batch[d.Version] }) {
+		t.Error("carry-batch-run2.json: carries no event of an order-events signal of the first run")
+	}
+	for _, file := range []string{"drain-continue-as-new-run1.json", "drain-continue-as-new-run2.json"} {
+		h := readHistory(t, filepath.Join("testdata", file))
+		if _, ok := changeVersion(t, h, workflows.ChangeCarryPendingSignals); ok {
+			t.Errorf("%s: recorded before %s, yet it has its marker", file, workflows.ChangeCarryPendingSignals)
+		}
+	}
+	if in := recordedInput(t, filepath.Join("testdata", "drain-continue-as-new-run2.json")); len(in.Pending) != 0 {
+		t.Errorf("drain-continue-as-new-run2.json: %d events carried before the change", len(in.Pending))
+	}
+}
+
+// changeVersion returns the version h recorded for the change ID, if any.
+func changeVersion(t *testing.T, h *historypb.History, changeID string) (workflow.Version, bool) {
+	t.Helper()
+	dc := converter.GetDefaultDataConverter()
+	for _, e := range h.Events {
+		a := e.GetMarkerRecordedEventAttributes()
+		if a == nil || a.GetMarkerName() != "Version" {
+			continue
+		}
+		var id string
+		var v workflow.Version
+		if err := dc.FromPayloads(a.GetDetails()["change-id"], &id); err != nil {
+			t.Fatalf("decode a version marker: %v", err)
+		}
+		if id != changeID {
+			continue
+		}
+		if err := dc.FromPayloads(a.GetDetails()["version"], &v); err != nil {
+			t.Fatalf("decode a version marker: %v", err)
+		}
+		return v, true
+	}
+	return 0, false
+}
+
+// recordedInput is the input of the run recorded in file.
+func recordedInput(t *testing.T, file string) workflows.Input {
+	t.Helper()
+	h := readHistory(t, file)
+	var in workflows.Input
+	if p := h.Events[0].GetWorkflowExecutionStartedEventAttributes().GetInput(); p != nil {
+		if err := converter.GetDefaultDataConverter().FromPayloads(p, &in); err != nil {
+			t.Fatalf("%s: decode the input: %v", file, err)
+		}
+	}
+	return in
+}
+
+// readHistory reads the history recorded in file.
+func readHistory(t *testing.T, file string) *historypb.History {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+	if err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	if len(h.Events) == 0 {
+		t.Fatalf("%s: empty history", file)
+	}
+	return h
 }
 
 // TestReplayDetectsNondeterminism makes sure the replay test can fail: a
@@ -190,12 +316,16 @@ func TestRecordHistories(t *testing.T) {
 		events []fsm.Event
 		batch  bool          // all events in one order-events signal
 		pause  time.Duration // before the next step
+		// parallel: the steps' signals are sent at once, each from a
+		// goroutine of its own (a batch step's as one signal).
+		parallel bool
 	}
 	record := func(name string, p workflows.Params, steps ...step) {
 		if !wanted(name) {
 			return
 		}
 		orderID := uniq.Name("rec-" + name)
+		var wg sync.WaitGroup
 		for _, s := range steps {
 			var batch []workflows.Delivery
 			for _, e := range s.events {
@@ -205,17 +335,38 @@ func TestRecordHistories(t *testing.T) {
 					batch = append(batch, workflows.Delivery{Event: e, Source: source(e)})
 					continue
 				}
-				if err := workflows.Deliver(ctx, c, tq, p, e, source(e)); err != nil {
-					t.Fatalf("%s: deliver: %v", name, err)
+				deliver := func() {
+					if err := workflows.Deliver(ctx, c, tq, p, e, source(e)); err != nil {
+						t.Errorf("%s: deliver: %v", name, err)
+					}
+				}
+				if s.parallel {
+					wg.Go(deliver)
+				} else {
+					deliver()
 				}
 			}
 			if len(batch) > 0 {
-				if err := workflows.DeliverBatch(ctx, c, tq, p, orderID, batch); err != nil {
-					t.Fatalf("%s: deliver batch: %v", name, err)
+				deliver := func() {
+					if err := workflows.DeliverBatch(ctx, c, tq, p, orderID, batch); err != nil {
+						t.Errorf("%s: deliver batch: %v", name, err)
+					}
 				}
+				if s.parallel {
+					wg.Go(deliver)
+				} else {
+					deliver()
+				}
+			}
+			if !s.parallel {
+				wg.Wait()
+			}
+			if t.Failed() {
+				t.FailNow()
 			}
 			time.Sleep(s.pause)
 		}
+		wg.Wait()
 		runs := closedChain(t, c, orderID)
 		for i, runID := range runs {
 			file := name + ".json"
@@ -242,6 +393,32 @@ func TestRecordHistories(t *testing.T) {
 	// among them), the third completes after the grace period.
 	record("continue-as-new", cont, step{events: lc[:3], pause: time.Second},
 		step{events: []fsm.Event{lc[3], lc[1], lc[4]}})
+	// Eleven signals arrive at once behind the first, four events per run:
+	// the runs continue as new with signals still pending and carry them,
+	// unhandled, to the next run, which handles them first.
+	var carry []fsm.Event
+	for v := int64(1); v <= 8; v++ {
+		carry = append(carry, ev(v, fsm.Created, 12900+v))
+	}
+	for i, s := range []fsm.Status{fsm.Paid, fsm.Shipped, fsm.Delivered, fsm.Completed} {
+		carry = append(carry, ev(int64(9+i), s, 12908))
+	}
+	cp := quick
+	cp.MaxEventsPerRun = 4
+	var burst []step
+	for _, e := range carry[1:] {
+		burst = append(burst, step{events: []fsm.Event{e}, parallel: true})
+	}
+	record("carry-pending", cp, append([]step{{events: carry[:1]}}, burst...)...)
+	// Behind the first event, an order-events signal of six events and one
+	// of three, and two signals of one, at once, three events per run: the
+	// first run reaches its limit in the middle of a batch and carries the
+	// rest of it, and what else is pending, to the next.
+	cb := quick
+	cb.MaxEventsPerRun = 3
+	record("carry-batch", cb, step{events: carry[:1]}, step{events: carry[1:7], batch: true, parallel: true},
+		step{events: carry[7:10], batch: true, parallel: true}, step{events: carry[10:11], parallel: true},
+		step{events: carry[11:12], parallel: true})
 	// Batches: v3, v1, v3 again and v2 in one signal, then v5 in a signal
 	// of its own and v4 and v5 again in one more batch.
 	record("batched", quick, step{events: []fsm.Event{lc[2], lc[0], lc[2], lc[1]}, batch: true},
