@@ -84,9 +84,11 @@ const (
 // once it handled the task's bound of events while more are pending
 // (taskBound: MaxEventsPerTask, fewer when more than SignalsPerTask
 // signals came during the previous task, MaxQuietEventsPerTask when none
-// came), and, while signals are coming, before it continues as
-// new when the task ran local activities; it goes on in the next task,
-// which a new signal or else a short timer (YieldDelay) brings.
+// came), and, while signals are coming, before it continues as new when
+// the task ran local activities; it goes on in the next task, which a new
+// signal or else a short timer (YieldDelay) brings. A run continued while
+// signals were coming starts with its predecessor's bound
+// (Input.TaskBound).
 // DefaultVersion (runs that reached a point where the two differ before
 // the change): a task handles every signal pending, a signal's events all
 // together, and the run handles every pending signal before it continues
@@ -358,8 +360,8 @@ func (r *run) taskFull() bool { return r.taskHandled >= r.bound }
 // that brings a new signal (under a stream, at once) or else the one of a
 // timer of YieldDelay (which the server fires about a second later; it is
 // cancelled when a signal comes first). It handles nothing: the new
-// signals stay pending. The status is written
-// first, as at the end of every task.
+// signals stay pending. The status is written first, as at the end of
+// every task.
 func (r *run) yield(ch inbox, summary string) error {
 	if r.coalesce {
 		if err := r.upsertStatus(); err != nil {

@@ -323,7 +323,7 @@ func printWhy(w io.Writer, r whyReport) error {
 			}
 			fmt.Fprintln(w)
 			if st := wf.State; st != nil {
-				fmt.Fprintf(w, "  state:   %s v%d, %+d points, %d signal(s) in this run, chain of %d run(s)\n", st.Status(), st.Order.Version,
+				fmt.Fprintf(w, "  state:   %s v%d, %+d points, %d event(s) handled in this run, chain of %d run(s)\n", st.Status(), st.Order.Version,
 					st.Points, st.Processed, st.Runs)
 				if wf.Details == "" {
 					fmt.Fprintf(w, "  counts:  %s\n", workflows.Counts(*st))
