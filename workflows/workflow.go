@@ -82,8 +82,8 @@ const (
 // carried bytes are bounded by MaxCarryBytes. So that no workflow task
 // outlasts the signals the server buffers meanwhile, a run ends the task
 // once it handled the task's bound of events while more are pending
-// (taskBound: MaxEventsPerTask, fewer when more than SignalsPerTask
-// signals came during the previous task, MaxQuietEventsPerTask when none
+// (taskBound: MaxEventsPerTask, fewer when more signals came during the
+// previous task than it handled events, MaxQuietEventsPerTask when none
 // came), and, while signals are coming, before it continues as new when
 // the task ran local activities; it goes on in the next task, which a new
 // signal or else a short timer (YieldDelay) brings. A run continued while
