@@ -122,6 +122,20 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 			slog.Warn("bench: drop database", "err", err)
 		}
 	}()
+	if !cc.Direct {
+		// Runs after the consumers stopped, before the database is
+		// dropped: the cell's workflows must not outlive it.
+		defer func() {
+			began := time.Now()
+			n, t, err := b.closeWorkflows(context.WithoutCancel(ctx), db)
+			if err != nil {
+				slog.Warn("bench: terminate the cell's workflows", "cell", cc.Name, "err", err)
+			}
+			if b.cleanup != nil {
+				b.cleanup.add(n, t, time.Since(began))
+			}
+		}()
+	}
 	topic := uniq.Name("bench-events")
 	group := uniq.Name("bench-group")
 	tq := uniq.Name("bench-tq")

@@ -1,13 +1,15 @@
 package main
 
 // The Temporal engines the benchmark runs orderflow on, one after the other
-// in one invocation (-engines). "dev" is the local stack's own Temporal, the
-// dev server of `make up`, which runs before the benchmark and is left
-// alone. "server" is the Temporal server (go.temporal.io/server) on the
-// local PostgreSQL, which the benchmark starts itself through
-// scripts/stack.sh (its server profile) on ports, databases and a data
-// folder of its own, empty at every start, and stops when its phases are
-// done, also when the run fails or is interrupted.
+// in one invocation (-engines). "dev" is a Temporal dev server
+// (`temporal server start-dev`, SQLite, as `make up` runs it) and "server"
+// the Temporal server (go.temporal.io/server) on the local PostgreSQL; the
+// benchmark starts each itself through scripts/stack.sh (profile dev or
+// server) on ports, databases and a data folder of its own, empty at every
+// start, and stops it when its phases are done, also when the run fails or
+// is interrupted: every run measures engines that hold nothing but its own
+// workflows. "stack" is the local stack's running Temporal, left alone, with
+// whatever earlier runs and demos left in it (not measured by default).
 //
 // Another variant of Temporal (the server with another dynamic
 // configuration or more history shards, a dev server with other SQLite
@@ -35,7 +37,7 @@ import (
 )
 
 // referenceEngine is the engine of the last line (`orderflow bench: ...`):
-// the stack's own Temporal, the one `make demo` runs on.
+// the dev server, the engine `make demo` runs on.
 const referenceEngine = "dev"
 
 // engineSpec describes a named engine.
@@ -55,13 +57,16 @@ type engineSpec struct {
 
 // engineSpecs are the engines -engines can name, in the default order.
 var engineSpecs = []engineSpec{
-	{Name: "dev", Doc: "the local stack's running Temporal (make up: temporal server start-dev, SQLite)"},
+	{Name: "dev", Profile: "dev",
+		Doc:   "a Temporal dev server (temporal server start-dev, SQLite; scripts/stack.sh profile dev, as make up runs it) started afresh and stopped by the benchmark",
+		Ports: func(o options) []int { return o.devPorts }},
 	{Name: "server", Profile: "server",
 		Doc:   "the Temporal server (scripts/stack.sh profile server) on the local PostgreSQL, started and stopped by the benchmark",
 		Ports: func(o options) []int { return o.serverPorts },
 		Env: func(o options) []string {
 			return []string{"ORDERFLOW_TEMPORAL_SHARDS=" + strconv.Itoa(o.serverShards)}
 		}},
+	{Name: "stack", Doc: "the local stack's running Temporal (make up), with every workflow earlier runs left in it"},
 }
 
 // engineNames lists the known engines for help texts.

@@ -15,8 +15,11 @@ func TestParseEngines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(specs) != 2 || specs[0].Name != "server" || specs[0].Profile != "server" || specs[1].Name != "dev" || specs[1].Profile != "" {
-		t.Errorf("engines %+v, want server (profile server) then dev (the stack's)", specs)
+	if len(specs) != 2 || specs[0].Name != "server" || specs[0].Profile != "server" || specs[1].Name != "dev" || specs[1].Profile != "dev" {
+		t.Errorf("engines %+v, want server (profile server) then dev (profile dev), both started by the benchmark", specs)
+	}
+	if st, err := parseEngines("stack"); err != nil || st[0].Profile != "" {
+		t.Errorf("stack engine %+v (%v), want the stack's own Temporal, not started", st, err)
 	}
 	// The batching compare and the flush step go to dev wherever it is in
 	// the list, else to the first engine.
@@ -57,18 +60,27 @@ func TestTemporalPorts(t *testing.T) {
 func TestNewEngine(t *testing.T) {
 	cfg := config.Config{DatabaseURL: "postgres://orderflow:orderflow@127.0.0.1:5433/orderflow?sslmode=disable",
 		TemporalAddress: "127.0.0.1:7999", TemporalNamespace: "ns1"}
-	specs, err := parseEngines("dev,server")
+	specs, err := parseEngines("stack,dev,server")
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := options{serverPorts: []int{7444, 8444}, serverShards: 8}
-	dev, err := newEngine(specs[0], o, cfg, "/repo", t.TempDir())
+	o := options{serverPorts: []int{7444, 8444}, serverShards: 8, devPorts: []int{7555, 8555}}
+	stack, err := newEngine(specs[0], o, cfg, "/repo", t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dev.stack != nil || dev.Address != "127.0.0.1:7999" || dev.Namespace != "ns1" || dev.tag() != "[dev] " {
-		t.Errorf("dev engine %+v, want the configured Temporal, not started", dev)
+	if stack.stack != nil || stack.Address != "127.0.0.1:7999" || stack.Namespace != "ns1" || stack.tag() != "[stack] " {
+		t.Errorf("stack engine %+v, want the configured Temporal, not started", stack)
 	}
+	dev, err := newEngine(specs[1], o, cfg, "/repo", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dev.stack == nil || dev.Address != "127.0.0.1:7555" || dev.stack.Data != "/repo/.data/bench-temporal-dev" ||
+		len(dev.stack.Databases) != 0 || dev.tag() != "[dev] " {
+		t.Errorf("dev engine %+v, want a dev server started on 127.0.0.1:7555 in .data/bench-temporal-dev", dev)
+	}
+	specs = specs[1:]
 	logDir := t.TempDir()
 	srv, err := newEngine(specs[1], o, cfg, "/repo", logDir)
 	if err != nil {

@@ -98,6 +98,8 @@ type bench struct {
 	metricsAddrs map[string]string
 	// cpu samples the machine's processes for the whole run.
 	cpu *cpuSampler
+	// cleanup counts the workflows the cells terminated once measured.
+	cleanup *cleanupStats
 }
 
 // options are the command's flags.
@@ -119,6 +121,8 @@ type options struct {
 	// serverShards its history shards.
 	serverPorts  []int
 	serverShards int
+	// devPorts are the dev engine's frontend and UI ports.
+	devPorts []int
 	// batchCompare runs the e2e drain and the hot order again with one
 	// signal per event (batch size 1), the behaviour before batching.
 	batchCompare bool
@@ -194,10 +198,11 @@ func parse(args []string) (config.Config, tuning, options, error) {
 	fs.String(&scaleConc, "8,32,64", bs("scale-concurrency", "bridge concurrencies of the scaling table"))
 	fs.String(&scaleW, "1,2", bs("scale-workers", "worker process counts of the scaling table"))
 	fs.Bool(&o.scaling, false, bs("scaling", "measure the scaling table on each engine (-scale-concurrency x -scale-workers)"))
-	var engines, serverPorts string
+	var engines, serverPorts, devPorts string
 	fs.String(&engines, "dev,server", bs("engines", "Temporal engines to measure on, in this order: "+engineNames()))
 	fs.String(&serverPorts, "7333,8333", bs("server-ports", "frontend and UI ports of the server engine (it also takes the nine ports above the frontend's)"))
 	fs.Int(&o.serverShards, 4, bs("server-shards", "history shards of the server engine"))
+	fs.String(&devPorts, "7433,8433", bs("dev-ports", "frontend and UI ports of the dev engine"))
 	var asyncPorts, syncPorts string
 	fs.Bool(&o.flush.Enabled, true, bs("flush", "measure the broker's flush cost (ASYNC_FLUSH against SYNC_FLUSH) on two temporary brokers"))
 	fs.Int(&o.flush.Messages, 5000, bs("flush-messages", "messages of each send measurement of the flush step, per broker"))
@@ -245,6 +250,9 @@ func parse(args []string) (config.Config, tuning, options, error) {
 	}
 	if o.serverPorts, err = intList(serverPorts); err != nil {
 		return cfg, t, o, fmt.Errorf("-server-ports: %w", err)
+	}
+	if o.devPorts, err = intList(devPorts); err != nil {
+		return cfg, t, o, fmt.Errorf("-dev-ports: %w", err)
 	}
 	for _, e := range o.engines {
 		if e.Ports != nil {
@@ -553,6 +561,7 @@ func (b *bench) runEngine(ctx context.Context, e *engine, o options, base cellRe
 	closeClient := sync.OnceFunc(tc.Close)
 	defer closeClient()
 	eb.engine = e.Name
+	eb.cleanup = &cleanupStats{}
 	name := func(s string) string { return e.Name + "-" + s }
 
 	// 1. Ceiling (informational: workflows/s is not events/s).
@@ -731,6 +740,9 @@ func (b *bench) runEngine(ctx context.Context, e *engine, o options, base cellRe
 	if once > 0 {
 		note = fmt.Sprintf(" (and %s for the steps that run once, on this engine)", once.Round(time.Second))
 	}
+	c := eb.cleanup
+	fmt.Fprintf(out, "%scleanup:  after each cell, its order workflows still running were terminated: %d of %d, in %.1fs over the run (not measured)\n",
+		tag, c.Terminated, c.Workflows, c.Took.Seconds())
 	fmt.Fprintf(out, "%stook %s%s\n", tag, er.Took, note)
 	return er, nil
 }

@@ -173,7 +173,7 @@ var tuneKnobs = []knob{
 
 // tuneEnginePorts are the frontend and UI ports of the dev servers an engine
 // knob starts, A's first.
-var tuneEnginePorts = [][]int{{7433, 8433}, {7533, 8533}, {7633, 8633}}
+var tuneEnginePorts = [][]int{{7533, 8533}, {7633, 8633}, {7733, 8733}}
 
 // devEngineVariant is a dev server (scripts/stack.sh profile dev) with the
 // SQLite pragmas (empty: the stack's) and further start-dev arguments given.
@@ -563,6 +563,7 @@ func (b *bench) runTune(ctx context.Context, o options, out io.Writer) error {
 		return err
 	}
 	b.cpu = startCPUSampler(ctx, 500*time.Millisecond)
+	b.cleanup = &cleanupStats{}
 	defer b.cpu.Stop()
 	t := b.tuning
 	fmt.Fprintf(out, "worker settings: %d workflow-task slots, %d activity slots, %d/%d workflow/activity pollers %s\n",
