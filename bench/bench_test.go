@@ -37,7 +37,7 @@ func TestParseRejectsBadFlags(t *testing.T) {
 		{"-engines", "dev,dev"},
 		{"-server-ports", "7333"},
 		{"-server-ports", "7333,7340"},  // the UI on a port the server takes
-		{"-server-ports", "39870,8333"}, // 39876 is the flush step's name server
+		{"-server-ports", "25870,8333"}, // 25876 is the flush step's name server
 		{"-server-ports", "65530,8333"}, // the server takes the frontend port + 9
 		{"-server-shards", "0"},
 		{"-skip-scaling"}, // the scaling table is opt-in: -scaling

@@ -43,12 +43,12 @@ func TestTemporalPorts(t *testing.T) {
 	if got := temporalPorts("dev", 7433, 8433); !slices.Equal(got, []int{7433, 8433}) {
 		t.Errorf("dev profile ports %v", got)
 	}
-	flush := flushPlan{AsyncPorts: []int{39876, 40911}, SyncPorts: []int{39886, 40921}}
+	flush := flushPlan{AsyncPorts: []int{25876, 26911}, SyncPorts: []int{25886, 26921}}
 	if err := checkEnginePorts("server", "server", []int{7333, 8333}, flush); err != nil {
 		t.Errorf("default ports: %v", err)
 	}
-	// 40909 is the async broker's port - 2, which the broker also takes.
-	if err := checkEnginePorts("server", "server", []int{40900, 8333}, flush); err == nil {
+	// 26909 is the async broker's port - 2, which the broker also takes.
+	if err := checkEnginePorts("server", "server", []int{26900, 8333}, flush); err == nil {
 		t.Error("server ports overlapping a flush broker's were accepted")
 	}
 	// The dev profile takes no port above its frontend's.

@@ -16,12 +16,12 @@ func TestParseFlushFlags(t *testing.T) {
 		{"-flush-messages", "5"},
 		{"-flush-senders", "0"},
 		{"-flush-orders", "-1"},
-		{"-flush-async-ports", "39876"},
-		{"-flush-async-ports", "39876,40911,1"},
-		{"-flush-sync-ports", "39876,40921"},  // the async name server's port
-		{"-flush-sync-ports", "39886,40912"},  // the async broker's port + 1
-		{"-flush-sync-ports", "39886,40913"},  // its port - 2 is the async broker's + 1
-		{"-flush-async-ports", "39876,65535"}, // the broker also takes port + 1
+		{"-flush-async-ports", "25876"},
+		{"-flush-async-ports", "25876,26911,1"},
+		{"-flush-sync-ports", "25876,26921"},  // the async name server's port
+		{"-flush-sync-ports", "25886,26912"},  // the async broker's port + 1
+		{"-flush-sync-ports", "25886,26913"},  // its port - 2 is the async broker's + 1
+		{"-flush-async-ports", "25876,65535"}, // the broker also takes port + 1
 	} {
 		if _, _, _, err := parse(args); err == nil {
 			t.Errorf("parse(%q) accepted bad input", args)
@@ -33,7 +33,7 @@ func TestParseFlushFlags(t *testing.T) {
 	}
 	f := o.flush
 	if !f.Enabled || f.Messages != 5000 || f.Senders != 8 || f.Orders != 300 ||
-		f.AsyncPorts[0] != 39876 || f.AsyncPorts[1] != 40911 || f.SyncPorts[0] != 39886 || f.SyncPorts[1] != 40921 {
+		f.AsyncPorts[0] != 25876 || f.AsyncPorts[1] != 26911 || f.SyncPorts[0] != 25886 || f.SyncPorts[1] != 26921 {
 		t.Errorf("flush defaults %+v", f)
 	}
 	if _, _, o, err = parse([]string{"-flush=false"}); err != nil || o.flush.Enabled {
@@ -60,8 +60,8 @@ func TestFlushBrokerEnvOverridesInherited(t *testing.T) {
 	t.Setenv("ORDERFLOW_DATA", "/elsewhere")
 	t.Setenv("ORDERFLOW_ROCKETMQ_PROFILE", "ha")
 	t.Setenv("ORDERFLOW_BROKER_FLUSH", "SYNC_FLUSH")
-	f := newFlushBroker("/repo", t.TempDir(), asyncFlush, []int{39876, 40911})
-	if f.Data != "/repo/.data/bench-async-flush" || f.namesrv() != "127.0.0.1:39876" || f.broker() != "127.0.0.1:40911" {
+	f := newFlushBroker("/repo", t.TempDir(), asyncFlush, []int{25876, 26911})
+	if f.Data != "/repo/.data/bench-async-flush" || f.namesrv() != "127.0.0.1:25876" || f.broker() != "127.0.0.1:26911" {
 		t.Errorf("broker %+v", f)
 	}
 	// exec keeps the last value of a key: ours come last.
@@ -71,7 +71,7 @@ func TestFlushBrokerEnvOverridesInherited(t *testing.T) {
 		last[k] = v
 	}
 	for k, want := range map[string]string{"ORDERFLOW_DATA": f.Data, "ORDERFLOW_ROCKETMQ_PROFILE": "single",
-		"ORDERFLOW_BROKER_FLUSH": asyncFlush, "ORDERFLOW_NAMESRV_PORT": "39876", "ORDERFLOW_BROKER_PORT": "40911"} {
+		"ORDERFLOW_BROKER_FLUSH": asyncFlush, "ORDERFLOW_NAMESRV_PORT": "25876", "ORDERFLOW_BROKER_PORT": "26911"} {
 		if last[k] != want {
 			t.Errorf("%s = %q, want %q", k, last[k], want)
 		}

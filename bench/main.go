@@ -208,8 +208,8 @@ func parse(args []string) (config.Config, tuning, options, error) {
 	fs.Int(&o.flush.Messages, 5000, bs("flush-messages", "messages of each send measurement of the flush step, per broker"))
 	fs.Int(&o.flush.Senders, 8, bs("flush-senders", "concurrent senders of the flush step's second send measurement"))
 	fs.Int(&o.flush.Orders, 300, bs("flush-orders", "orders of the flush step's e2e backlog drain on each broker (smaller than -orders to keep the run short; 0: -orders)"))
-	fs.String(&asyncPorts, "39876,40911", bs("flush-async-ports", "name server and broker ports of the flush step's ASYNC_FLUSH broker"))
-	fs.String(&syncPorts, "39886,40921", bs("flush-sync-ports", "name server and broker ports of the flush step's SYNC_FLUSH broker"))
+	fs.String(&asyncPorts, "25876,26911", bs("flush-async-ports", "name server and broker ports of the flush step's ASYNC_FLUSH broker"))
+	fs.String(&syncPorts, "25886,26921", bs("flush-sync-ports", "name server and broker ports of the flush step's SYNC_FLUSH broker"))
 	fs.Bool(&o.profile, true, bs("profile", "capture 15s CPU profiles of the e2e run's worker and bridge and their SDK metrics into the log directory"))
 	var seed int
 	fs.Int(&seed, 42, bs("seed", "scenario seed"))
