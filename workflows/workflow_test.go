@@ -16,8 +16,10 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/orderflow/orderflow/activities"
@@ -861,6 +863,22 @@ func runChain(t *testing.T, orderID string, db *fakeDB, in Input, events []Deliv
 		}
 		cr := &chainRun{in: in}
 		h.record(&cr.steps)
+		// A signal counts as delivered when the SDK hands it to the run:
+		// the test environment queues a signal and drops it when the run
+		// completes first, where the server would have failed the
+		// completion or given the signal to the next run.
+		var delivered []int64
+		h.env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{&signalTap{
+			t: t,
+			on: func(name string, vs []int64) {
+				delivered = append(delivered, vs...)
+				if name == api.SignalEvents {
+					cr.batched = append(cr.batched, vs...)
+				} else {
+					cr.single = append(cr.single, vs...)
+				}
+			},
+		}}})
 		for i, at := 0, 0; at < len(events); i++ {
 			n := min(burst(i), len(events)-at)
 			ds := events[at : at+n]
@@ -872,15 +890,10 @@ func runChain(t *testing.T, orderID string, db *fakeDB, in Input, events []Deliv
 				for b := range slices.Chunk(ds, size) {
 					if len(b) > 1 {
 						h.env.SignalWorkflow(api.SignalEvents, Batch{Deliveries: b})
-						for _, d := range b {
-							cr.batched = append(cr.batched, d.Version)
-						}
 					} else {
 						h.env.SignalWorkflow(api.SignalEvent, b[0])
-						cr.single = append(cr.single, b[0].Version)
 					}
 				}
-				cr.sent += len(ds)
 			}, time.Duration(i+1)*streamInterval)
 		}
 		h.env.ExecuteWorkflow(api.WorkflowType, in)
@@ -888,6 +901,14 @@ func runChain(t *testing.T, orderID string, db *fakeDB, in Input, events []Deliv
 			t.Fatalf("run %d did not complete", len(runs)+1)
 		}
 		err := h.env.GetWorkflowError()
+		// Signals are delivered in the order sent, so the delivered events
+		// are the first of those left; the rest go to the next run.
+		cr.sent = len(delivered)
+		for i, v := range delivered {
+			if v != events[i].Version {
+				t.Fatalf("run %d: delivery %d is v%d, sent as v%d", len(runs)+1, i+1, v, events[i].Version)
+			}
+		}
 		events = events[cr.sent:]
 		var can *workflow.ContinueAsNewError
 		if !errors.As(err, &can) {
@@ -909,6 +930,48 @@ func runChain(t *testing.T, orderID string, db *fakeDB, in Input, events []Deliv
 	}
 	t.Fatal("more than 100 runs")
 	return nil, Result{}
+}
+
+// signalTap is a worker interceptor that reports, for each order-event or
+// order-events signal the SDK delivers to a run, the versions it carries.
+type signalTap struct {
+	interceptor.WorkerInterceptorBase
+	t  *testing.T
+	on func(name string, versions []int64)
+}
+
+func (s *signalTap) InterceptWorkflow(_ workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
+	in := &signalTapInbound{tap: s}
+	in.Next = next
+	return in
+}
+
+type signalTapInbound struct {
+	interceptor.WorkflowInboundInterceptorBase
+	tap *signalTap
+}
+
+func (i *signalTapInbound) HandleSignal(ctx workflow.Context, in *interceptor.HandleSignalInput) error {
+	dc := converter.GetDefaultDataConverter()
+	switch in.SignalName {
+	case api.SignalEvents:
+		var b Batch
+		if err := dc.FromPayloads(in.Arg, &b); err != nil {
+			i.tap.t.Errorf("decode an %s signal: %v", in.SignalName, err)
+		}
+		vs := make([]int64, len(b.Deliveries))
+		for k, d := range b.Deliveries {
+			vs[k] = d.Version
+		}
+		i.tap.on(in.SignalName, vs)
+	case api.SignalEvent:
+		var d Delivery
+		if err := dc.FromPayloads(in.Arg, &d); err != nil {
+			i.tap.t.Errorf("decode an %s signal: %v", in.SignalName, err)
+		}
+		i.tap.on(in.SignalName, []int64{d.Version})
+	}
+	return i.Next.HandleSignal(ctx, in)
 }
 
 // dataUpdates returns n events of one order in version order: CREATED,
