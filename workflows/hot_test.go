@@ -34,8 +34,9 @@ var hotChunks = []int{1, 1, 2, 1, 3, 1, 1, 8, 1, 2, 1, 16}
 // continue as new every 100 events. What Temporal recorded shows the
 // workflow keeping up: every run but the last ended by continue-as-new,
 // some of them while the stream went on, no run applied more than twice
-// its share of events, no workflow task was force-closed for the signals
-// that came meanwhile, and each version was applied once over the chain.
+// its share of events, no run had more than one workflow task force-closed
+// for the signals that came meanwhile, and each version was applied once
+// over the chain.
 // The tables end as the events imply.
 func TestHotOrderContinuesAsNewOnRealServices(t *testing.T) {
 	const n, limit, senders = 1500, 100, 3
@@ -148,7 +149,11 @@ func TestHotOrderContinuesAsNewOnRealServices(t *testing.T) {
 			t.Errorf("run %d applied %d events, more than twice the %d asked: continue-as-new was deferred",
 				i+1, len(r.applied), limit)
 		}
-		if n := r.failures[enumspb.WORKFLOW_TASK_FAILED_CAUSE_FORCE_CLOSE_COMMAND]; n > 0 {
+		// A task that found no signal may handle MaxQuietEventsPerTask
+		// events; should 100 signals come meanwhile (a loaded machine), the
+		// server fails it and the next task redoes it under a tight bound:
+		// once in a run, not again.
+		if n := r.failures[enumspb.WORKFLOW_TASK_FAILED_CAUSE_FORCE_CLOSE_COMMAND]; n > 1 {
 			t.Errorf("run %d: %d workflow tasks force-closed (more than 100 signals came during one)", i+1, n)
 		}
 		for _, v := range r.applied {
