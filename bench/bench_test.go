@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"image"
 	"image/color"
 	"image/png"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -306,5 +309,48 @@ func TestUniqueName(t *testing.T) {
 	a, b := uniq.Name("x"), uniq.Name("x")
 	if a == b || !strings.HasPrefix(a, "x-") {
 		t.Errorf("uniqueName: %q, %q", a, b)
+	}
+}
+
+// TestRedrawChart: -redraw draws the chart of an earlier run's results file,
+// without any service; a missing file, one that is not JSON and one without
+// open-loop results are errors that name the file.
+func TestRedrawChart(t *testing.T) {
+	dir := t.TempDir()
+	res := results{Started: time.Date(2026, 11, 22, 19, 40, 4, 0, time.UTC), Baseline: cellResult{Rate: 2400},
+		Engines: []engineResult{openLoopEngine("dev", 210), openLoopEngine("server", 198)}}
+	data, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := filepath.Join(dir, "results.json")
+	if err := os.WriteFile(from, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "out", "chart.png")
+	var out strings.Builder
+	if err := run(context.Background(), []string{"-redraw", from, "-chart", path}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if b := readPNG(t, path).Bounds(); b.Dx() != 860 || b.Dy() != 720 {
+		t.Errorf("image %v, want 860x720", b)
+	}
+	if !strings.Contains(out.String(), "drawn from "+from) || !strings.Contains(out.String(), "2026-11-22T19:40:04Z") {
+		t.Errorf("output %q names neither the results file nor its run", out.String())
+	}
+
+	bad := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(bad, []byte("not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty.json")
+	if err := os.WriteFile(empty, []byte(`{"engines":[{"name":"dev"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{filepath.Join(dir, "missing.json"), bad, empty} {
+		err := run(context.Background(), []string{"-redraw", f, "-chart", filepath.Join(dir, "x.png")}, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), filepath.Base(f)) {
+			t.Errorf("-redraw %s: error %v, want one naming the file", filepath.Base(f), err)
+		}
 	}
 }

@@ -31,6 +31,11 @@ type chart struct {
 	XTicks                []float64
 	Series                []series
 	W, H                  int // size of the PNG in pixels
+	// LogY draws y on a log scale between the powers of ten around the
+	// positive values (ticks at each power), for values spanning several
+	// orders of magnitude, as latencies from tens of milliseconds to tens
+	// of seconds; a value of zero or less is drawn at the bottom.
+	LogY bool
 }
 
 var (
@@ -131,20 +136,28 @@ func (c chart) plot() (*plot.Plot, error) {
 	if xmax <= xmin {
 		xmax = xmin + 1
 	}
-	ystep := niceStep(ymax / 5)
-	ytop := math.Ceil(ymax*1.05/ystep) * ystep
-	if ytop <= 0 {
-		ytop = 1
-	}
-
 	var xt plot.ConstantTicks
 	for _, x := range c.XTicks {
 		xt = append(xt, plot.Tick{Value: x, Label: fmtNum(x)})
 	}
 	var yt plot.ConstantTicks
-	for i := 0; float64(i)*ystep <= ytop+1e-9; i++ {
-		y := float64(i) * ystep
-		yt = append(yt, plot.Tick{Value: y, Label: fmtNum(y)})
+	ybottom, ytop := 0.0, 0.0
+	if c.LogY {
+		ybottom, ytop = logRange(c.Series)
+		for y := ybottom; y <= ytop*(1+1e-9); y *= 10 {
+			yt = append(yt, plot.Tick{Value: y, Label: fmtNum(y)})
+		}
+		p.Y.Scale = plot.LogScale{}
+	} else {
+		ystep := niceStep(ymax / 5)
+		ytop = math.Ceil(ymax*1.05/ystep) * ystep
+		if ytop <= 0 {
+			ytop = 1
+		}
+		for i := 0; float64(i)*ystep <= ytop+1e-9; i++ {
+			y := float64(i) * ystep
+			yt = append(yt, plot.Tick{Value: y, Label: fmtNum(y)})
+		}
 	}
 	p.X.Tick.Marker, p.Y.Tick.Marker = xt, yt
 
@@ -161,6 +174,9 @@ func (c chart) plot() (*plot.Plot, error) {
 		xys := make(plotter.XYs, len(s.Points))
 		for i, pt := range s.Points {
 			xys[i] = plotter.XY{X: pt[0], Y: pt[1]}
+			if c.LogY && pt[1] < ybottom {
+				xys[i].Y = ybottom
+			}
 		}
 		l, err := plotter.NewLine(xys)
 		if err != nil {
@@ -192,8 +208,32 @@ func (c chart) plot() (*plot.Plot, error) {
 
 	// After p.Add, which widens the axes to the data: pin them.
 	p.X.Min, p.X.Max = xmin, xmax
-	p.Y.Min, p.Y.Max = 0, ytop
+	p.Y.Min, p.Y.Max = ybottom, ytop
 	return p, nil
+}
+
+// logRange is the y range of a log-scale chart: from the power of ten at or
+// below the smallest positive value to the one at or above the largest
+// (times 1.05, so that a line does not run along the top), at least one
+// decade; 1 to 10 when no value is positive.
+func logRange(ss []series) (bottom, top float64) {
+	lo, hi := math.Inf(1), 0.0
+	for _, s := range ss {
+		for _, pt := range s.Points {
+			if pt[1] > 0 {
+				lo, hi = math.Min(lo, pt[1]), math.Max(hi, pt[1])
+			}
+		}
+	}
+	if hi == 0 {
+		return 1, 10
+	}
+	bottom = math.Pow(10, math.Floor(math.Log10(lo)))
+	top = math.Pow(10, math.Ceil(math.Log10(hi*1.05)))
+	if top <= bottom {
+		top = bottom * 10
+	}
+	return bottom, top
 }
 
 // niceStep rounds a raw grid step to 1, 2 or 5 times a power of ten.

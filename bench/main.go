@@ -113,8 +113,11 @@ type options struct {
 	hotEvents, hotMaxEvents             int
 	open                                openLoopPlan
 	chart, logDir                       string
-	workerArgs, bridgeArgs              string
-	scaling, skipDup, profile           bool
+	// redraw, when set, is a results.json of an earlier run whose chart
+	// the benchmark draws again (at chart), measuring nothing.
+	redraw                    string
+	workerArgs, bridgeArgs    string
+	scaling, skipDup, profile bool
 	// engines are the Temporal engines measured, in this order.
 	engines []engineSpec
 	// serverPorts are the server engine's frontend and UI ports;
@@ -214,6 +217,7 @@ func parse(args []string) (config.Config, tuning, options, error) {
 	var seed int
 	fs.Int(&seed, 42, bs("seed", "scenario seed"))
 	fs.String(&o.chart, "docs/bench-throughput.png", bs("chart", "PNG chart of throughput and p99 against the offered rate"))
+	fs.String(&o.redraw, "", bs("redraw", "draw the chart (-chart) again from an earlier run's results.json, measuring nothing"))
 	fs.String(&o.logDir, ".data/bench", bs("log-dir", "directory of the processes' logs and the results file"))
 	fs.String(&o.workerArgs, "", bs("worker-args", "extra flags for the worker processes (space-separated)"))
 	fs.String(&o.bridgeArgs, "", bs("bridge-args", "extra flags for the bridge process (space-separated)"))
@@ -359,6 +363,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	cfg, t, o, err := parse(args)
 	if err != nil {
 		return err
+	}
+	if o.redraw != "" {
+		return redrawChart(o.redraw, o.chart, out)
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	mq.UseSlog(slog.Default(), slog.LevelError)
@@ -798,6 +805,24 @@ func profileLine(dir string, r cellResult) string {
 // engine's open-loop runs achieved (solid, in the engine's colour; the
 // offered rate itself and each engine's e2e backlog rate dashed) above their
 // p99 (solid) and p50 (dashed) latency, with the 1 s goal.
+// redrawChart draws the chart of the run whose results file is from into
+// path, as that run would with this benchmark's drawing.
+func redrawChart(from, path string, out io.Writer) error {
+	data, err := os.ReadFile(from)
+	if err != nil {
+		return fmt.Errorf("-redraw: %w", err)
+	}
+	var res results
+	if err := json.Unmarshal(data, &res); err != nil {
+		return fmt.Errorf("-redraw: %s is not a results file: %w", from, err)
+	}
+	if err := drawOpenLoopChart(path, res); err != nil {
+		return fmt.Errorf("-redraw %s: %w", from, err)
+	}
+	fmt.Fprintf(out, "chart:    %s, drawn from %s (run started %s)\n", path, from, res.Started.UTC().Format(time.RFC3339))
+	return nil
+}
+
 func drawOpenLoopChart(path string, res results) error {
 	var xs []float64
 	var thr, lat []series
@@ -835,7 +860,7 @@ func drawOpenLoopChart(path string, res results) error {
 	}
 	bottom := chart{
 		Title:  "latency from publish to order_events row",
-		XLabel: "offered events/s", YLabel: "ms", XTicks: ticks, Series: lat,
+		XLabel: "offered events/s", YLabel: "ms (log scale)", XTicks: ticks, Series: lat, LogY: true,
 	}
 	return writeCharts(path, 860, 720, top, bottom)
 }
