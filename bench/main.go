@@ -801,10 +801,6 @@ func profileLine(dir string, r cellResult) string {
 	return sb.String()
 }
 
-// drawOpenLoopChart plots, against the offered rate, the throughput each
-// engine's open-loop runs achieved (solid, in the engine's colour; the
-// offered rate itself and each engine's e2e backlog rate dashed) above their
-// p99 (solid) and p50 (dashed) latency, with the 1 s goal.
 // redrawChart draws the chart of the run whose results file is from into
 // path, as that run would with this benchmark's drawing.
 func redrawChart(from, path string, out io.Writer) error {
@@ -823,6 +819,10 @@ func redrawChart(from, path string, out io.Writer) error {
 	return nil
 }
 
+// drawOpenLoopChart plots, against the offered rate, the throughput each
+// engine's open-loop runs achieved (solid, in the engine's colour; the
+// offered rate itself and each engine's e2e backlog rate dashed) above their
+// p99 (solid) and p50 (dashed) latency on a log scale, with the 1 s goal.
 func drawOpenLoopChart(path string, res results) error {
 	var xs []float64
 	var thr, lat []series
