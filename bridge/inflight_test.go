@@ -35,6 +35,17 @@ type deliveries struct {
 	entered chan string // a held delivery began
 }
 
+// heldBridge is a bridge with the full filter on a world of its own whose
+// deliveries go through d, so that a test can hold or fail them.
+func heldBridge(t *testing.T) (*ledgerWorld, testBridge, *deliveries) {
+	t.Helper()
+	w := newLedgerWorld(t)
+	b := w.bridge(t, bridgeOpts{})
+	d := newDeliveries(w)
+	b.h.deliver = d.deliver
+	return w, b, d
+}
+
 func newDeliveries(w *ledgerWorld) *deliveries {
 	return &deliveries{w: w, held: map[string]chan struct{}{}, fail: map[string]bool{}, entered: make(chan string, 16)}
 }
@@ -184,11 +195,8 @@ func TestCopyInABatchSharesItsDelivery(t *testing.T) {
 // batch goes back to the broker, neither message is acked, and the copy was
 // never delivered on its own.
 func TestCopyInABatchFailsWithItsOriginal(t *testing.T) {
-	w := newLedgerWorld(t)
-	b := w.bridge(t, bridgeOpts{})
+	w, b, d := heldBridge(t)
 	b.h.retry = RetryPolicy{For: 300 * time.Millisecond, Attempt: 100 * time.Millisecond, Initial: 20 * time.Millisecond, Max: 50 * time.Millisecond}
-	d := newDeliveries(w)
-	b.h.deliver = d.deliver
 	x := w.event(0, 1, 100)
 	orig, cp := eventMsg(t, x), eventMsg(t, x)
 	d.hold(orig.MsgId, true)
@@ -215,10 +223,7 @@ func TestCopyInABatchFailsWithItsOriginal(t *testing.T) {
 // its batch is delivered meanwhile; once the original's delivery
 // succeeded, the copy is acked as a duplicate.
 func TestCopyWaitsForTheDeliveryInFlight(t *testing.T) {
-	w := newLedgerWorld(t)
-	b := w.bridge(t, bridgeOpts{})
-	d := newDeliveries(w)
-	b.h.deliver = d.deliver
+	w, b, d := heldBridge(t)
 	x, y := w.event(0, 1, 100), w.event(1, 1, 100)
 	orig, cp, other := eventMsg(t, x), eventMsg(t, x), eventMsg(t, y)
 	d.hold(orig.MsgId, false)
@@ -259,10 +264,7 @@ func TestCopyWaitsForTheDeliveryInFlight(t *testing.T) {
 // acked as a duplicate: it is delivered itself, at once (not after its
 // wait ran out).
 func TestCopyOfAFailedDeliveryIsDeliveredItself(t *testing.T) {
-	w := newLedgerWorld(t)
-	b := w.bridge(t, bridgeOpts{})
-	d := newDeliveries(w)
-	b.h.deliver = d.deliver
+	w, b, d := heldBridge(t)
 	x := w.event(0, 1, 100)
 	orig, cp := eventMsg(t, x), eventMsg(t, x)
 	d.hold(orig.MsgId, true)
@@ -358,10 +360,7 @@ func TestCrossedCopiesDoNotDeadlock(t *testing.T) {
 // neither waits nor is dropped, but reaches the workflow (which parks it),
 // in another callback as in the same batch.
 func TestConflictingCopyInFlightIsDelivered(t *testing.T) {
-	w := newLedgerWorld(t)
-	b := w.bridge(t, bridgeOpts{})
-	d := newDeliveries(w)
-	b.h.deliver = d.deliver
+	w, b, d := heldBridge(t)
 	x, conflict := w.event(0, 1, 100), w.event(0, 1, 101)
 	orig, other := eventMsg(t, x), eventMsg(t, conflict)
 	d.hold(orig.MsgId, false)
