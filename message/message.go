@@ -44,10 +44,22 @@ const (
 	// KindInvalidField: a field has the wrong type or breaks a rule of the
 	// contract.
 	KindInvalidField = "invalid_field"
+	// KindUndecodable: the body is compressed (the message's system flag
+	// says so) and cannot be decoded: a compression this bridge does not
+	// know, or corrupt or truncated data. The reason names the compression;
+	// the dead letter keeps the body as stored, so that a later version
+	// can replay it.
+	KindUndecodable = "undecodable"
+	// KindUndeliverable: a valid event the engine refuses for good (it
+	// cannot be encoded, Temporal answers InvalidArgument, it exceeds the
+	// engine's size limits), or one the bridge failed to deliver for longer
+	// than its bound. The reason carries the last error.
+	KindUndeliverable = "undeliverable"
 )
 
 // Kinds lists every rejection kind.
-var Kinds = []string{KindOversize, KindMalformedJSON, KindNotObject, KindMissingField, KindInvalidField}
+var Kinds = []string{KindOversize, KindMalformedJSON, KindNotObject, KindMissingField, KindInvalidField,
+	KindUndecodable, KindUndeliverable}
 
 // ErrRejected is wrapped by every *Rejection.
 var ErrRejected = errors.New("message rejected")
@@ -322,6 +334,17 @@ func (d *decoder) time(name string, required bool) time.Time {
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
 		d.err = reject(KindInvalidField, name, "must be an RFC 3339 time", err)
+		return time.Time{}
+	}
+	// time.Parse accepts offsets up to ±99:59; RFC 3339 allows ±23:59,
+	// and a time beyond it (or whose UTC year leaves 0000–9999) cannot be
+	// written back as RFC 3339, which every encoder downstream does.
+	if _, off := t.Zone(); off <= -24*3600 || off >= 24*3600 {
+		d.err = reject(KindInvalidField, name, "offset must be within ±23:59 (RFC 3339)", nil)
+		return time.Time{}
+	}
+	if y := t.UTC().Year(); y < 0 || y > 9999 {
+		d.err = reject(KindInvalidField, name, "must be within years 0000–9999 in UTC", nil)
 		return time.Time{}
 	}
 	return t
