@@ -7,7 +7,8 @@
 // does not fit in int64, or a time that is not RFC 3339 is rejected with a
 // reason naming the field, while fields the contract does not define are
 // ignored, so that producers can add fields without breaking older bridges.
-// A JSON null counts as an absent field.
+// A JSON null counts as an absent field. A body whose keys repeat within
+// one object is rejected: decoders disagree on which copy wins.
 //
 // The message keys and tag are routing hints; the body is authoritative.
 // CheckEnvelope reports where they disagree so that the caller can log and
@@ -238,6 +239,9 @@ func Decode(body []byte) (fsm.Event, error) {
 	if _, ok := raw.(map[string]any); !ok {
 		return e, reject(KindNotObject, "", "body is a JSON "+jsonType(raw)+", want an object", nil)
 	}
+	if key := duplicateKey(body); key != "" {
+		return e, reject(KindMalformedJSON, "", "duplicate key "+key, nil)
+	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil {
 		return e, reject(KindMalformedJSON, "", err.Error(), err)
@@ -263,6 +267,117 @@ func Decode(body []byte) (fsm.Event, error) {
 		return fsm.Event{}, reject(KindInvalidField, "", err.Error(), err)
 	}
 	return e, nil
+}
+
+// contractFields are the body's fields the contract defines.
+var contractFields = []string{"event_id", "order_id", "user_id", "status", "version", "amount_cents", "occurred_at",
+	"producer_id", "seq"}
+
+// jsonFrame is an object or array duplicateKey is inside of.
+type jsonFrame struct {
+	object  bool
+	path    string
+	seen    map[string]string // an object's keys (top level: contract fields folded), as written
+	wantKey bool              // an object's next token is a key (or its end)
+	key     string            // an object's key whose value comes next
+	next    int               // an array's index of the next element
+}
+
+// duplicateKey returns where body, a valid JSON value, repeats a key within
+// one object ("order_id", "items[1].qty"), or "" when no object does. Which
+// of the two values a consumer takes is up to its decoder (encoding/json
+// takes the last, others the first), so such a body is ambiguous. At the top
+// level a key that differs from one of the contract's fields only in case
+// repeats that field too, as the case-folding decoders (encoding/json into
+// a struct among them) read it as the field.
+func duplicateKey(body []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var stack []*jsonFrame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return "" // io.EOF: the end of the value
+		}
+		var top *jsonFrame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		if top != nil && top.object && top.wantKey {
+			k, _ := tok.(string)
+			if dup := top.add(k, len(stack) == 1); dup != "" {
+				return dup
+			}
+			top.key, top.wantKey = k, false
+			continue
+		}
+		path := ""
+		switch {
+		case top != nil && top.object:
+			path = joinKey(top.path, top.key)
+			top.wantKey = true
+		case top != nil:
+			path = fmt.Sprintf("%s[%d]", top.path, top.next)
+			top.next++
+		}
+		if d, ok := tok.(json.Delim); ok {
+			f := &jsonFrame{object: d == '{', path: path, wantKey: d == '{'}
+			if f.object {
+				f.seen = map[string]string{}
+			}
+			stack = append(stack, f)
+		}
+	}
+}
+
+// add records key k of an object and returns the path of the repeat when
+// the object already has it ("" otherwise); top says the object is the
+// body itself, whose keys are compared with the contract's fields folded.
+func (f *jsonFrame) add(k string, top bool) string {
+	name := k
+	if top {
+		for _, c := range contractFields {
+			if strings.EqualFold(k, c) {
+				name = c
+			}
+		}
+	}
+	first, ok := f.seen[name]
+	if !ok {
+		f.seen[name] = k
+		return ""
+	}
+	dup := joinKey(f.path, name)
+	switch {
+	case k != name:
+		dup += fmt.Sprintf(" (as %q)", k)
+	case first != name:
+		dup += fmt.Sprintf(" (as %q)", first)
+	}
+	return dup
+}
+
+// joinKey is the path of key k of the object at path: bare when it is a
+// plain name, quoted otherwise.
+func joinKey(path, k string) string {
+	plain := k != ""
+	for _, r := range k {
+		if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			plain = false
+			break
+		}
+	}
+	if !plain {
+		k = strconv.Quote(k)
+	}
+	if path == "" {
+		return k
+	}
+	return path + "." + k
 }
 
 // decoder reads the contract's fields, keeping the first error.
@@ -334,6 +449,11 @@ func (d *decoder) time(name string, required bool) time.Time {
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
 		d.err = reject(KindInvalidField, name, "must be an RFC 3339 time", err)
+		return time.Time{}
+	}
+	if t.IsZero() {
+		// Go's zero time, what an encoder writes for an unset time.
+		d.err = reject(KindInvalidField, name, "must not be the zero time", nil)
 		return time.Time{}
 	}
 	// time.Parse accepts offsets up to ±99:59; RFC 3339 allows ±23:59,

@@ -47,6 +47,26 @@ func TestDecodeIgnoresUnknownFieldsAndOptionalNulls(t *testing.T) {
 	}
 }
 
+// withKey returns the JSON object body with one more member, key (raw
+// JSON, quotes included) and value, appended at its end.
+func withKey(body, key, value string) string {
+	return strings.TrimSuffix(body, "}") + "," + key + ":" + value + "}"
+}
+
+// Keys repeated in different objects, and the contract's names in other
+// objects, are not duplicates.
+func TestDecodeAcceptsRepeatedKeysInDifferentObjects(t *testing.T) {
+	body := withKey(withKey(validBody, `"items"`, `[{"sku":"a","qty":1},{"sku":"b","qty":2}]`),
+		`"meta"`, `{"order_id":"other","ORDER_ID":"again","seq":[{"seq":1}]}`)
+	e, err := Decode([]byte(body))
+	if err != nil {
+		t.Fatalf("Decode(%s): %v", body, err)
+	}
+	if e.OrderID != "o-1" {
+		t.Fatalf("order_id = %q, want o-1", e.OrderID)
+	}
+}
+
 // withField returns validBody with one field replaced by the raw JSON value
 // (or removed when value is empty).
 func withField(t *testing.T, field, value string) string {
@@ -105,7 +125,22 @@ func TestDecodeRejections(t *testing.T) {
 		{"occurred_at year 10000 in UTC", withField(t, "occurred_at", `"9999-12-31T23:00:00-05:00"`), KindInvalidField, "occurred_at",
 			"invalid_field: occurred_at: must be within years 0000–9999 in UTC"},
 		{"occurred_at zero", withField(t, "occurred_at", `"0001-01-01T00:00:00Z"`), KindInvalidField, "occurred_at",
-			"invalid_field: occurred_at: is required"},
+			"invalid_field: occurred_at: must not be the zero time"},
+		{"occurred_at zero with an offset", withField(t, "occurred_at", `"0001-01-01T01:30:00+01:30"`), KindInvalidField, "occurred_at",
+			"invalid_field: occurred_at: must not be the zero time"},
+		{"duplicate order_id", `{"order_id":"O-1","order_id":"O-2"}`, KindMalformedJSON, "", "malformed_json: duplicate key order_id"},
+		{"duplicate order_id after a valid body", withKey(validBody, `"order_id"`, `"o-2"`), KindMalformedJSON, "",
+			"malformed_json: duplicate key order_id"},
+		{"duplicate order_id escaped", withKey(validBody, `"order\u005fid"`, `"o-2"`), KindMalformedJSON, "",
+			"malformed_json: duplicate key order_id"},
+		{"duplicate unknown field", withKey(withKey(validBody, `"note"`, `1`), `"note"`, `2`), KindMalformedJSON, "",
+			"malformed_json: duplicate key note"},
+		{"order_id in another case", withKey(validBody, `"ORDER_ID"`, `"o-2"`), KindMalformedJSON, "",
+			`malformed_json: duplicate key order_id (as "ORDER_ID")`},
+		{"duplicate nested key", withKey(validBody, `"items"`, `[{"sku":"a"},{"sku":"b","qty":1,"qty":2}]`), KindMalformedJSON, "",
+			"malformed_json: duplicate key items[1].qty"},
+		{"duplicate deeply nested key", withKey(validBody, `"x"`, `{"y":{"a b":{"z":1,"z":2}}}`), KindMalformedJSON, "",
+			`malformed_json: duplicate key x.y."a b".z`},
 		{"bad status", withField(t, "status", `"REFUNDED"`), KindInvalidField, "status",
 			`invalid_field: status: "REFUNDED" is not a lifecycle state`},
 		{"empty event_id", withField(t, "event_id", `""`), KindInvalidField, "event_id", "invalid_field: event_id: is required"},
