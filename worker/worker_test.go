@@ -23,7 +23,30 @@ import (
 	"github.com/orderflow/orderflow/workflows"
 )
 
+// clearSettings removes, for the test, every variable the worker's
+// settings read (ORDERFLOW_*, TEMPORAL_*, ROCKETMQ_*, DATABASE_URL,
+// REDIS_URL), and points the home and configuration directories at an empty
+// one (Temporal's client configuration file), so that the defaults the test
+// asserts are the program's, whatever the environment running it sets.
+func clearSettings(t *testing.T) {
+	t.Helper()
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "ORDERFLOW_") || strings.HasPrefix(k, "TEMPORAL_") || strings.HasPrefix(k, "ROCKETMQ_") ||
+			k == "DATABASE_URL" || k == "REDIS_URL" {
+			t.Setenv(k, "") // restored when the test ends
+			if err := os.Unsetenv(k); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", home)
+}
+
 func TestParseDefaultsEnvAndFlags(t *testing.T) {
+	clearSettings(t)
 	t.Setenv("ORDERFLOW_TASK_QUEUE", "from-env")
 	t.Setenv("ORDERFLOW_WORKER_METRICS_ADDR", "127.0.0.1:9999")
 	t.Setenv("ORDERFLOW_CONSUMER_GROUP", "from-env-group")
@@ -37,7 +60,7 @@ func TestParseDefaultsEnvAndFlags(t *testing.T) {
 	if cfg.ConsumerGroup != "from-env-group" || o.BrokerLagInterval != 15*time.Second {
 		t.Errorf("from env: consumer group %q, broker lag interval %v", cfg.ConsumerGroup, o.BrokerLagInterval)
 	}
-	if opts, err := cfg.TemporalClientOptions(); err != nil || (opts.HostPort != "127.0.0.1:7233" && os.Getenv("TEMPORAL_ADDRESS") == "") {
+	if opts, err := cfg.TemporalClientOptions(); err != nil || opts.HostPort != "127.0.0.1:7233" {
 		t.Errorf("default temporal address %q (%v)", opts.HostPort, err)
 	}
 	cfg, o, err = parse([]string{"-task-queue", "from-flag", "-metrics-addr", ":0", "-stop-timeout", "5s",
@@ -51,6 +74,7 @@ func TestParseDefaultsEnvAndFlags(t *testing.T) {
 }
 
 func TestParseStickyCacheSize(t *testing.T) {
+	clearSettings(t)
 	_, o, err := parse(nil, io.Discard)
 	if err != nil || o.StickyCacheSize != 0 {
 		t.Fatalf("default sticky cache size %d (%v), want 0 (the SDK's default)", o.StickyCacheSize, err)
