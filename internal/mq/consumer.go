@@ -36,9 +36,11 @@ type ConsumerConfig struct {
 	// anyway under at-least-once delivery).
 	BatchSize int
 	// MaxReconsumeTimes is how many times a failed message is delivered again
-	// before the broker moves it to the group's %DLQ% topic (default 100000).
-	// It is high on purpose: a long outage of a downstream service must not
-	// move messages out of reach.
+	// before the broker moves it to the group's %DLQ% topic (default
+	// DefaultMaxReconsumeTimes). It is high on purpose: a long outage of a
+	// downstream service must not move messages out of reach; the bridge
+	// parks a message it failed to deliver for too long well before
+	// (RedeliveriesFor).
 	MaxReconsumeTimes int32
 	// MaxRetryDelayLevel caps the broker's redelivery delay level of a failed
 	// message (default 5, one minute, with the broker's default levels
@@ -145,7 +147,7 @@ func NewBatchConsumer(cfg ConsumerConfig, h BatchHandler) (*Consumer, error) {
 		cfg.BatchSize = 1
 	}
 	if cfg.MaxReconsumeTimes <= 0 {
-		cfg.MaxReconsumeTimes = 100000
+		cfg.MaxReconsumeTimes = DefaultMaxReconsumeTimes
 	}
 	if cfg.MaxRetryDelayLevel <= 0 {
 		cfg.MaxRetryDelayLevel = 5
@@ -350,14 +352,13 @@ func (c *Consumer) safeHandle(msgs []*primitive.MessageExt) (err error) {
 }
 
 // retryDelayLevel is the broker delay level for the next delivery of msgs:
-// 3 (10s) for a first failure, one level more per earlier redelivery, capped.
+// RetryDelayLevel of the most redelivered one.
 func (c *Consumer) retryDelayLevel(msgs []*primitive.MessageExt) int {
 	var times int32
 	for _, m := range msgs {
 		times = max(times, m.ReconsumeTimes)
 	}
-	level := 3 + int(times)
-	return max(1, min(level, c.cfg.MaxRetryDelayLevel))
+	return RetryDelayLevel(times, c.cfg.MaxRetryDelayLevel)
 }
 
 func (c *Consumer) setRetryDelay(ctx context.Context, level int) {
