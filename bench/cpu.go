@@ -18,12 +18,24 @@ import (
 const clockTicks = 100
 
 // cpuSample is the CPU time the machine's processes had used at one moment,
-// by process group (see cpuGroup), and the machine's idle time, in clock
-// ticks.
+// by process ID, the machine's idle time and its uptime, in clock ticks.
 type cpuSample struct {
-	At     time.Time
-	Groups map[string]uint64
-	Idle   uint64
+	At    time.Time
+	Procs map[int]procCPU
+	Idle  uint64
+	// Uptime is the time since boot when the sample began, the clock
+	// of procCPU.Start: a process started at or after it is new since the
+	// sample.
+	Uptime uint64
+}
+
+// procCPU is one process in a sample: its group (see cpuGroup), when it
+// started (clock ticks after boot, which tells a reused process ID apart)
+// and the user + system CPU time it had used.
+type procCPU struct {
+	Group string
+	Start uint64
+	Ticks uint64
 }
 
 // cpuGroup names the group of a process by its command name (comm, at most
@@ -51,29 +63,42 @@ func cpuGroup(comm string) string {
 	return "other"
 }
 
-// parseProcStat returns the command name and the user + system CPU time
-// (clock ticks) of a /proc/<pid>/stat line.
-func parseProcStat(line []byte) (comm string, ticks uint64, err error) {
+// parseProcStat returns the command name, the start time (clock ticks
+// after boot) and the user + system CPU time (clock ticks) of a
+// /proc/<pid>/stat line.
+func parseProcStat(line []byte) (comm string, start, ticks uint64, err error) {
 	// The command name is in parentheses and may hold spaces and ")".
 	open, closing := bytes.IndexByte(line, '('), bytes.LastIndexByte(line, ')')
 	if open < 0 || closing < open {
-		return "", 0, fmt.Errorf("no command name in %q", line)
+		return "", 0, 0, fmt.Errorf("no command name in %q", line)
 	}
 	comm = string(line[open+1 : closing])
-	// After the name: state (field 3) ... utime (14), stime (15).
+	// After the name: state (field 3) ... utime (14), stime (15) ...
+	// starttime (22).
 	f := strings.Fields(string(line[closing+1:]))
-	if len(f) < 13 {
-		return "", 0, fmt.Errorf("short stat line %q", line)
+	if len(f) < 20 {
+		return "", 0, 0, fmt.Errorf("short stat line %q", line)
 	}
-	u, err := strconv.ParseUint(f[11], 10, 64)
-	if err != nil {
-		return "", 0, fmt.Errorf("utime of %q: %w", line, err)
+	var n [3]uint64
+	for i, field := range []int{14, 15, 22} {
+		if n[i], err = strconv.ParseUint(f[field-3], 10, 64); err != nil {
+			return "", 0, 0, fmt.Errorf("field %d of %q: %w", field, line, err)
+		}
 	}
-	s, err := strconv.ParseUint(f[12], 10, 64)
-	if err != nil {
-		return "", 0, fmt.Errorf("stime of %q: %w", line, err)
+	return comm, n[2], n[0] + n[1], nil
+}
+
+// parseUptime returns the time since boot (clock ticks) from /proc/uptime.
+func parseUptime(b []byte) (uint64, error) {
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0, fmt.Errorf("empty uptime")
 	}
-	return comm, u + s, nil
+	secs, err := strconv.ParseFloat(f[0], 64)
+	if err != nil || secs < 0 {
+		return 0, fmt.Errorf("bad uptime %q", b)
+	}
+	return uint64(secs * clockTicks), nil
 }
 
 // parseIdle returns the idle time (idle + iowait, clock ticks) of the
@@ -94,12 +119,18 @@ func parseIdle(stat []byte) (uint64, error) {
 	return 0, fmt.Errorf("no cpu line in /proc/stat")
 }
 
-// readCPU samples /proc. A process that exits between the listing and the
-// read is skipped, and a process that exited since the last sample takes
-// its CPU time with it: the figures are a lower bound for groups of
-// short-lived processes (PostgreSQL backends of closed connections).
+// readCPU samples /proc: the uptime first, then the idle time, then every
+// process. A process that exits between the listing and the read is
+// skipped.
 func readCPU(proc string) (cpuSample, error) {
-	s := cpuSample{At: time.Now(), Groups: map[string]uint64{}}
+	s := cpuSample{At: time.Now(), Procs: map[int]procCPU{}}
+	up, err := os.ReadFile(filepath.Join(proc, "uptime"))
+	if err != nil {
+		return s, err
+	}
+	if s.Uptime, err = parseUptime(up); err != nil {
+		return s, err
+	}
 	stat, err := os.ReadFile(filepath.Join(proc, "stat"))
 	if err != nil {
 		return s, err
@@ -112,20 +143,54 @@ func readCPU(proc string) (cpuSample, error) {
 		return s, err
 	}
 	for _, d := range dirs {
-		if _, err := strconv.Atoi(d.Name()); err != nil {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
 			continue
 		}
 		line, err := os.ReadFile(filepath.Join(proc, d.Name(), "stat"))
 		if err != nil {
 			continue // exited
 		}
-		comm, ticks, err := parseProcStat(line)
+		comm, start, ticks, err := parseProcStat(line)
 		if err != nil {
 			continue
 		}
-		s.Groups[cpuGroup(comm)] += ticks
+		s.Procs[pid] = procCPU{Group: cpuGroup(comm), Start: start, Ticks: ticks}
 	}
 	return s, nil
+}
+
+// procTicks is the CPU time process pid (p in a later sample b) used since
+// sample a: the difference when a holds the same process (same ID and
+// start time), all of it when the process started after a began, and false
+// otherwise (a process a missed: its share is unknown). A process that
+// exited before b is not in b: the time it used after a is lost, so the
+// figures are a lower bound for groups of short-lived processes
+// (PostgreSQL backends of closed connections). A process that exits does
+// not take the time of the others of its group with it.
+func procTicks(a cpuSample, pid int, p procCPU) (uint64, bool) {
+	q, inA := a.Procs[pid]
+	switch {
+	case inA && q.Start == p.Start:
+		if p.Ticks < q.Ticks {
+			return 0, false
+		}
+		return p.Ticks - q.Ticks, true
+	case p.Start >= a.Uptime:
+		return p.Ticks, true
+	}
+	return 0, false
+}
+
+// pidSeconds is the CPU time, in seconds, process pid used between samples
+// a and b; false when b does not hold it or a's share is unknown.
+func pidSeconds(a, b cpuSample, pid int) (float64, bool) {
+	p, ok := b.Procs[pid]
+	if !ok {
+		return 0, false
+	}
+	t, ok := procTicks(a, pid, p)
+	return float64(t) / clockTicks, ok
 }
 
 // cpuShare is what each group used between two samples, in cores (1 = one
@@ -136,16 +201,17 @@ type cpuShare struct {
 	Idle    float64            `json:"idle_cores"`
 }
 
-// shareBetween is the CPU use between samples a and b.
+// shareBetween is the CPU use between samples a and b, the sum over the
+// processes of b of what each used since a (procTicks).
 func shareBetween(a, b cpuSample) cpuShare {
 	secs := b.At.Sub(a.At).Seconds()
 	sh := cpuShare{Seconds: secs, Cores: map[string]float64{}}
 	if secs <= 0 {
 		return sh
 	}
-	for g, t := range b.Groups {
-		if t0 := a.Groups[g]; t >= t0 {
-			sh.Cores[g] = float64(t-t0) / clockTicks / secs
+	for pid, p := range b.Procs {
+		if t, ok := procTicks(a, pid, p); ok {
+			sh.Cores[p.Group] += float64(t) / clockTicks / secs
 		}
 	}
 	if b.Idle >= a.Idle {
@@ -234,7 +300,24 @@ func (c *cpuSampler) Window(from, to time.Time) (cpuShare, bool) {
 	return windowOf(c.samples, from, to)
 }
 
+// enclosing returns the samples that enclose from..to (see Window).
+func (c *cpuSampler) enclosing(from, to time.Time) (a, b cpuSample, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return enclosingSamples(c.samples, from, to)
+}
+
 func windowOf(samples []cpuSample, from, to time.Time) (cpuShare, bool) {
+	a, b, ok := enclosingSamples(samples, from, to)
+	if !ok {
+		return cpuShare{}, false
+	}
+	return shareBetween(a, b), true
+}
+
+// enclosingSamples returns the last sample at or before from and the first
+// at or after to.
+func enclosingSamples(samples []cpuSample, from, to time.Time) (cpuSample, cpuSample, bool) {
 	a, b := -1, -1
 	for i, s := range samples {
 		if !s.At.After(from) {
@@ -245,7 +328,7 @@ func windowOf(samples []cpuSample, from, to time.Time) (cpuShare, bool) {
 		}
 	}
 	if a < 0 || b < 0 || b <= a {
-		return cpuShare{}, false
+		return cpuSample{}, cpuSample{}, false
 	}
-	return shareBetween(samples[a], samples[b]), true
+	return samples[a], samples[b], true
 }
