@@ -64,11 +64,14 @@ func runDLQList(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	s.String(&f.Kind, "", d("reason", "only this rejection kind (conflict, oversize, malformed_json, missing_field, invalid_field, not_object)"))
 	s.String(&f.OrderID, "", d("order", "only the dead letters whose keys name this order"))
 	s.String(&since, "", d("since", "only those last seen since this RFC 3339 time or this long ago (24h)"))
-	s.Int(&f.Limit, 100, d("limit", "list at most this many"))
+	s.Int(&f.Limit, 100, d("limit", "list at most this many (at least 1)"))
 	s.Bool(&summary, false, d("summary", "count by rejection kind instead of listing"))
 	s.Bool(&asJS, false, d("json", "print JSON for scripts"))
 	if err := parse(s, args); err != nil {
 		return err
+	}
+	if f.Limit < 1 {
+		return fmt.Errorf("%w: -limit %d must be at least 1", errUsage, f.Limit)
 	}
 	var err error
 	if f.Since, err = parseSince(since, time.Now()); err != nil {
@@ -92,7 +95,7 @@ func runDLQList(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		var n int64
 		for _, c := range counts {
 			n += c.Count
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", c.Kind, c.Count, c.TimesSeen, c.LastSeenAt.UTC().Format(time.RFC3339))
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", safe(c.Kind), c.Count, c.TimesSeen, c.LastSeenAt.UTC().Format(time.RFC3339))
 		}
 		fmt.Fprintf(tw, "total\t%d\t\t\n", n)
 		return tw.Flush()
@@ -110,8 +113,8 @@ func runDLQList(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tREASON\tKEYS\tTAG\tSEEN\tLAST SEEN\tMESSAGE ID\tREPLAYED")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, cut(r.Reason, 60), cut(r.Keys, 40), r.Tags, r.TimesSeen,
-			r.LastSeenAt.UTC().Format(time.RFC3339), r.MessageID, replayed(r))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, cut(safe(r.Reason), 60), cut(safe(r.Keys), 40), safe(r.Tags), r.TimesSeen,
+			r.LastSeenAt.UTC().Format(time.RFC3339), safe(r.MessageID), replayed(r))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -127,7 +130,7 @@ func runDLQShow(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		cfg  config.Config
 		asJS bool
 	)
-	s := config.NewSet("dlq show", "Usage: orderflow dlq show [flags] ID   (one parked message, raw)", stderr)
+	s := config.NewSet("dlq show", "Usage: orderflow dlq show [flags] ID   (one parked message, control characters escaped; -json: exact)", stderr)
 	cfg.RegisterDatabase(s)
 	s.Bool(&asJS, false, config.Own("ORDERFLOW_DLQ_", "json", "print JSON for scripts"))
 	if err := s.Parse(args, nil); err != nil {
@@ -159,13 +162,13 @@ func runDLQShow(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return writeJSON(stdout, d)
 	}
 	fmt.Fprintf(stdout, "dead letter %d\n  reason:     %s\n  kind:       %s\n  topic:      %s\n  message ID: %s\n  keys:       %s\n  tag:        %s\n"+
-		"  times seen: %d (first %s, last %s)\n", d.ID, d.Reason, d.Kind(), d.Topic, d.MessageID, d.Keys, d.Tags, d.TimesSeen,
+		"  times seen: %d (first %s, last %s)\n", d.ID, safe(d.Reason), safe(d.Kind()), safe(d.Topic), safe(d.MessageID), safe(d.Keys), safe(d.Tags), d.TimesSeen,
 		d.FirstSeenAt.UTC().Format(time.RFC3339), d.LastSeenAt.UTC().Format(time.RFC3339))
 	if d.ReplayedAt != nil {
 		fmt.Fprintf(stdout, "  replayed:   %s\n", replayed(d))
 	}
 	if utf8.Valid(d.Body) && !strings.ContainsRune(string(d.Body), 0) {
-		fmt.Fprintf(stdout, "  body (%d bytes):\n%s\n", len(d.Body), d.Body)
+		fmt.Fprintf(stdout, "  body (%d bytes):\n%s\n", len(d.Body), safeBody(string(d.Body)))
 	} else {
 		fmt.Fprintf(stdout, "  body (%d bytes, binary, base64):\n%s\n", len(d.Body), base64.StdEncoding.EncodeToString(d.Body))
 	}

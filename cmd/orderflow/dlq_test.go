@@ -130,3 +130,90 @@ func TestDLQCommands(t *testing.T) {
 		}
 	}
 }
+
+// rawControls lists the characters of a human-readable output that a
+// terminal would act on or hide: C0 controls other than the newline, DEL,
+// C1 controls, and the bidirectional overrides and isolates.
+func rawControls(out string) []rune {
+	var found []rune
+	for _, r := range out {
+		switch {
+		case r == '\n':
+		case r < 0x20, r >= 0x7f && r <= 0x9f, r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
+			found = append(found, r)
+		}
+	}
+	return found
+}
+
+// The text a producer controls (keys, tag, message ID, body, the reason
+// quoting them) reaches the terminal escaped in every table; -json keeps
+// it exact.
+func TestDLQEscapesControlCharacters(t *testing.T) {
+	gdb, dsn := testenv.NewDatabase(t)
+	t.Setenv("DATABASE_URL", dsn)
+	s := store.New(gdb)
+	ctx := context.Background()
+	const (
+		esc   = "\x1b]0;owned\x07\x1b[2J"
+		keys  = "order-e" + esc
+		tag   = "PAID\r\x1b[1A"
+		msgID = "M\u202eevil"
+	)
+	body := []byte("{\"order_id\":\"order-e\",\"note\":\"" + esc + "\"}\r\n\u0085")
+	reason := "\x1b[31minvalid_field: status: \"" + esc + "\" is not a lifecycle state"
+	p, err := s.ParkDeadLetter(ctx, message.DeadLetter{
+		Envelope: message.NewEnvelope("ORDER_EVENTS", msgID, keys, tag, body, time.Time{}, false), Reason: reason})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (int, string) {
+		var out, errOut bytes.Buffer
+		code := run(ctx, args, &out, &errOut)
+		return code, out.String() + errOut.String()
+	}
+	for _, args := range [][]string{
+		{"dlq", "list"},
+		{"dlq", "list", "-summary"},
+		{"dlq", "show", fmt.Sprint(p.ID)},
+	} {
+		code, out := run(args...)
+		if code != 0 {
+			t.Fatalf("orderflow %v: exit %d\n%s", args, code, out)
+		}
+		if c := rawControls(out); len(c) > 0 {
+			t.Errorf("orderflow %v prints the control characters %q raw:\n%q", args, c, out)
+		}
+		if !strings.Contains(out, `\x1b`) {
+			t.Errorf("orderflow %v does not show the escape as \\x1b:\n%s", args, out)
+		}
+	}
+	code, out := run("dlq", "show", fmt.Sprint(p.ID))
+	for _, want := range []string{`keys:       order-e\x1b]0;owned\x07\x1b[2J`, `tag:        PAID\r\x1b[1A`, `message ID: M\u202eevil`,
+		`reason:     \x1b[31minvalid_field`, `"note":"\x1b]0;owned\x07\x1b[2J"}\r` + "\n" + `\u0085`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dlq show lacks %q:\n%s", want, out)
+		}
+	}
+	var one store.DeadLetterRow
+	if code, out = run("dlq", "show", "-json", fmt.Sprint(p.ID)); code != 0 || json.Unmarshal([]byte(out), &one) != nil ||
+		one.Keys != keys || one.Tags != tag || one.MessageID != msgID || string(one.Body) != string(body) || one.Reason != reason {
+		t.Errorf("dlq show -json is not exact: exit %d %+v\n%s", code, one, out)
+	}
+	var rows []store.DeadLetterRow
+	if code, out = run("dlq", "list", "-json"); code != 0 || json.Unmarshal([]byte(out), &rows) != nil || len(rows) != 1 ||
+		rows[0].Keys != keys || rows[0].Tags != tag || rows[0].MessageID != msgID || rows[0].Reason != reason {
+		t.Errorf("dlq list -json is not exact: exit %d %+v\n%s", code, rows, out)
+	}
+}
+
+// -limit must be positive: 0 or less is a usage error, not an empty page.
+func TestDLQListRefusesANonPositiveLimit(t *testing.T) {
+	for _, limit := range []string{"0", "-1"} {
+		code, out, errOut := runCmd("dlq", "list", "-limit", limit,
+			"-database-url", "postgres://nobody:planted-pw@127.0.0.1:1/none?sslmode=disable&connect_timeout=2")
+		if code != 2 || !strings.Contains(errOut, "-limit "+limit+" must be at least 1") {
+			t.Errorf("dlq list -limit %s: exit %d, want 2 naming -limit\n%s%s", limit, code, out, errOut)
+		}
+	}
+}

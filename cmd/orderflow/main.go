@@ -4,7 +4,7 @@
 //	orderflow publish -late F   publish the late phase of the run whose expected-state file is F
 //	orderflow check [flags]     wait until a published scenario settles and check the five invariants
 //	orderflow dlq list [flags]  the parked messages (-summary: counts by reason)
-//	orderflow dlq show ID       one parked message, raw
+//	orderflow dlq show ID       one parked message as received (control characters escaped; -json: exact)
 //	orderflow dlq replay        re-deliver parked messages that are valid events (-dry-run: only say what it would do)
 //	orderflow audit [flags]     check the invariants on the live tables
 //	orderflow why ORDER_ID [V]  everything known about one order, and why each event was decided so

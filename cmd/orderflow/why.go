@@ -227,8 +227,8 @@ func printWhy(w io.Writer, r whyReport) error {
 		fmt.Fprintln(w, "  stored:  no orders row (no event of it was applied)")
 	} else {
 		o := h.Order
-		fmt.Fprintf(w, "  stored:  %s v%d, user %d, %d cents, content %.12s, updated %s\n", o.Status, o.Version, o.UserID,
-			o.AmountCents, o.ContentHash, stamp(o.UpdatedAt))
+		fmt.Fprintf(w, "  stored:  %s v%d, user %d, %d cents, content %.12s, updated %s\n", safe(string(o.Status)), o.Version, o.UserID,
+			o.AmountCents, safe(o.ContentHash), stamp(o.UpdatedAt))
 		due := "none"
 		if ps := o.PointsDue(); len(ps) > 0 {
 			var parts []string
@@ -244,11 +244,15 @@ func printWhy(w io.Writer, r whyReport) error {
 	}
 
 	if v := r.Version; v != nil {
-		fmt.Fprintf(w, "\nversion %d: %s\n", v.Version, v.Explanation)
+		fmt.Fprintf(w, "\nversion %d: %s\n", v.Version, safe(v.Explanation))
 		if e := v.Event; e != nil {
-			fmt.Fprintf(w, "  event:   %s, user %d, %d cents, occurred %s, event ID %s, content %.12s\n", e.Status, e.UserID,
-				e.AmountCents, stamp(e.OccurredAt), e.EventID, e.ContentHash)
-			fmt.Fprintf(w, "  seen:    %d message(s) %s, first %s, last %s\n", e.TimesSeen, strings.Join(e.MessageIDs, " "),
+			fmt.Fprintf(w, "  event:   %s, user %d, %d cents, occurred %s, event ID %s, content %.12s\n", safe(string(e.Status)), e.UserID,
+				e.AmountCents, stamp(e.OccurredAt), safe(e.EventID), safe(e.ContentHash))
+			ids := make([]string, len(e.MessageIDs))
+			for i, id := range e.MessageIDs {
+				ids[i] = safe(id)
+			}
+			fmt.Fprintf(w, "  seen:    %d message(s) %s, first %s, last %s\n", e.TimesSeen, strings.Join(ids, " "),
 				stamp(e.FirstSeenAt), stamp(e.LastSeenAt))
 		}
 		if len(v.DeadLetters) > 0 {
@@ -269,8 +273,8 @@ func printWhy(w io.Writer, r whyReport) error {
 		if e.PointsKind != fsm.PointsNone {
 			pts = fmt.Sprintf("%+d %s", e.PointsDelta, e.PointsKind)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", e.Version, e.Status, e.Outcome, gap, pts, e.TimesSeen,
-			e.Conflicts, stamp(e.FirstSeenAt), stamp(e.LastSeenAt), cut(e.Reason, 70))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", e.Version, safe(string(e.Status)), safe(string(e.Outcome)), gap, pts, e.TimesSeen,
+			e.Conflicts, stamp(e.FirstSeenAt), stamp(e.LastSeenAt), cut(safe(e.Reason), 70))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -285,7 +289,7 @@ func printWhy(w io.Writer, r whyReport) error {
 			if n := bodyVersion(d.Body); n > 0 {
 				v = strconv.FormatInt(n, 10)
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", d.ID, v, cut(d.Reason, 110), d.TimesSeen, stamp(d.LastSeenAt), replayed(d))
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", d.ID, v, cut(safe(d.Reason), 110), d.TimesSeen, stamp(d.LastSeenAt), replayed(d))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -305,13 +309,13 @@ func printWhy(w io.Writer, r whyReport) error {
 	}
 
 	if wf := r.Workflow; wf != nil {
-		fmt.Fprintf(w, "\nworkflow %s:\n", wf.ID)
+		fmt.Fprintf(w, "\nworkflow %s:\n", safe(wf.ID))
 		if !wf.Found {
 			fmt.Fprintln(w, "  none in Temporal (never started, or closed longer ago than the namespace's retention)")
 		} else {
-			status := wf.Status
+			status := safe(wf.Status)
 			if wf.CloseReason != "" {
-				status += " (" + wf.CloseReason + ")"
+				status += " (" + safe(wf.CloseReason) + ")"
 			}
 			runs := "runs uncounted"
 			if wf.Runs > 0 {
@@ -330,13 +334,13 @@ func printWhy(w io.Writer, r whyReport) error {
 				}
 			}
 			if wf.Details != "" {
-				fmt.Fprintf(w, "  details: %s\n", strings.ReplaceAll(strings.ReplaceAll(wf.Details, "**", ""), "\n", "\n           "))
+				fmt.Fprintf(w, "  details: %s\n", strings.ReplaceAll(safeBody(strings.ReplaceAll(wf.Details, "**", "")), "\n", "\n           "))
 			}
 			for _, p := range wf.Problems {
-				fmt.Fprintf(w, "  note:    %s\n", p)
+				fmt.Fprintf(w, "  note:    %s\n", safe(p))
 			}
 		}
-		fmt.Fprintf(w, "  UI:      %s\n", wf.URL)
+		fmt.Fprintf(w, "  UI:      %s\n", safe(wf.URL))
 	}
 	return nil
 }
@@ -345,7 +349,7 @@ func replayed(d store.DeadLetterRow) string {
 	if d.ReplayedAt == nil {
 		return "-"
 	}
-	return d.ReplayOutcome + " " + stamp(*d.ReplayedAt)
+	return safe(d.ReplayOutcome) + " " + stamp(*d.ReplayedAt)
 }
 
 func joinIDs(ids []int64) string {

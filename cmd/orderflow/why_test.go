@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -9,6 +10,8 @@ import (
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/testenv"
 	"github.com/orderflow/orderflow/internal/uniq"
+	"github.com/orderflow/orderflow/message"
+	"github.com/orderflow/orderflow/store"
 )
 
 // why explains an order delivered through the real workflow: every business
@@ -127,5 +130,48 @@ func TestWhy(t *testing.T) {
 		if c.code == 1 && strings.Contains(c.says, "Temporal server at") && !strings.Contains(out, "business keys (2)") {
 			t.Errorf("with Temporal down, why did not print what the database knows:\n%s", out)
 		}
+	}
+}
+
+// An event ID, a message ID and a dead letter's reason carrying escape
+// sequences (all valid: only NUL is refused) reach the terminal escaped;
+// -json keeps them exact.
+func TestWhyEscapesControlCharacters(t *testing.T) {
+	gdb, dsn := testenv.NewDatabase(t)
+	s := store.New(gdb)
+	ctx := context.Background()
+	id := uniq.Name("why-esc")
+	const (
+		eventID = "e\x1b]0;owned\x07"
+		msgID   = "M\x1b[2J\u202e"
+		reason  = "invalid_field: status: \"\x1b[31mPAID\r\" is not a lifecycle state"
+	)
+	e := fsm.Event{EventID: eventID, OrderID: id, UserID: 8, Status: fsm.Created, Version: 1, AmountCents: 100,
+		OccurredAt: time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)}
+	if _, err := s.ApplyEvent(ctx, e, message.Envelope{MessageID: msgID}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ParkDeadLetter(ctx, message.DeadLetter{Reason: reason,
+		Envelope: message.NewEnvelope("ORDER_EVENTS", msgID, id, "\x1b[1A", []byte(`{"version":1}`), time.Time{}, false)}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCmd("why", "-no-temporal", "-database-url", dsn, id, "1")
+	if code != 0 {
+		t.Fatalf("why: exit %d\n%s%s", code, out, errOut)
+	}
+	if c := rawControls(out); len(c) > 0 {
+		t.Errorf("why prints the control characters %q raw:\n%q", c, out)
+	}
+	for _, want := range []string{`event ID e\x1b]0;owned\x07,`, `message(s) M\x1b[2J\u202e,`, `"\x1b[31mPAID\r" is not a lifecycle state`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("why lacks %q:\n%s", want, out)
+		}
+	}
+	var r whyReport
+	code, out, errOut = runCmd("why", "-json", "-no-temporal", "-database-url", dsn, id, "1")
+	if code != 0 || json.Unmarshal([]byte(out), &r) != nil || r.Version == nil || r.Version.Event == nil ||
+		r.Version.Event.EventID != eventID || len(r.Version.Event.MessageIDs) != 1 || r.Version.Event.MessageIDs[0] != msgID ||
+		len(r.DeadLetters) != 1 || r.DeadLetters[0].Reason != reason {
+		t.Errorf("why -json is not exact: exit %d\n%s%s", code, out, errOut)
 	}
 }
