@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"time"
 
@@ -24,15 +25,17 @@ import (
 // which lives in DATABASE_URL; duplicates and bad messages are published
 // raw. A lost event spends the number it would have had without being sent
 // (the holes are recorded in the file), and goes out with that number if
-// the late phase publishes it.
+// the late phase publishes it. It refuses a name server that is not on this
+// machine unless -allow-remote is given (checkLocalNameServer).
 func runPublish(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var (
-		cfg  config.Config
-		o    scenario.Options
-		seed int
-		out  string
-		late string
-		rate float64
+		cfg    config.Config
+		o      scenario.Options
+		seed   int
+		out    string
+		late   string
+		rate   float64
+		remote bool
 	)
 	s := config.NewSet("publish", "Usage: orderflow publish [flags]   (publish a scenario of order events)", stderr)
 	cfg.RegisterRocketMQ(s)
@@ -57,8 +60,14 @@ func runPublish(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	s.String(&late, "", p("late", "publish the late phase of the run whose expected-state file this is (written by an earlier publish), "+
 		"once its first phase has settled, and record it there; the scenario comes from the file"))
 	s.Float(&rate, 0, p("rate", "publish at most this many messages per second (0: unlimited)"))
+	s.Bool(&remote, false, config.Setting{Flag: "allow-remote", Usage: "publish to a name server that is not on this machine " +
+		"(the scenario's orders earn points wherever they land; by default only a loopback name server, the local stack, is accepted; no variable sets it)"})
 	if err := parse(s, args); err != nil {
 		return err
+	}
+	if err := checkLocalNameServer(cfg.RocketMQNamesrv); err != nil && !remote {
+		return fmt.Errorf("%w: %w: orderflow publish sends synthetic orders that earn points, so it publishes only to the local stack; "+
+			"pass -allow-remote to publish there", errUsage, err)
 	}
 	if late != "" {
 		return publishLate(ctx, cfg, late, rate, stdout)
@@ -167,6 +176,30 @@ func publishLate(ctx context.Context, cfg config.Config, path string, rate float
 		len(sc.Late), time.Since(began).Round(time.Millisecond), numbered, path)
 	if closed := len(exp.Holes) - len(exp.OpenHoles()); closed > 0 {
 		fmt.Fprintf(stdout, "%d lost events arrived late with their numbers; still lost: %d\n", closed, len(exp.OpenHoles()))
+	}
+	return nil
+}
+
+// checkLocalNameServer returns nil when every name server in the
+// comma-separated list namesrv is on this machine: "localhost" (or a name
+// under .localhost) or a loopback IP address, with a port. Names are not
+// resolved: any other name, an HTTP endpoint or an unspecified address
+// (0.0.0.0) counts as remote.
+func checkLocalNameServer(namesrv string) error {
+	addrs := strings.Split(namesrv, ",")
+	for _, a := range addrs {
+		a = strings.TrimSpace(a)
+		host, _, err := net.SplitHostPort(a)
+		if err != nil {
+			return fmt.Errorf("name server %q is not a loopback host:port", a)
+		}
+		h := strings.ToLower(host)
+		if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+			continue
+		}
+		if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+			return fmt.Errorf("name server %s is not on this machine (loopback)", a)
+		}
 	}
 	return nil
 }

@@ -291,3 +291,39 @@ func TestPublishRejectsBadFlags(t *testing.T) {
 		}
 	}
 }
+
+// publish sends only to a name server on this machine unless
+// -allow-remote says otherwise: refused before it connects to anything.
+func TestPublishRefusesARemoteNameServer(t *testing.T) {
+	dead, deadAddr := downDatabase(t)
+	for _, namesrv := range []string{"192.0.2.1:9876", "rocketmq-namesrv:9876", "127.0.0.1:9876,192.0.2.1:9876",
+		"http://127.0.0.1:9876", "127.0.0.2.nip.io:9876"} {
+		code, out, errOut := runCmd("publish", "-rocketmq-namesrv", namesrv, "-database-url", dead, "-orders", "2")
+		if code != 2 || !strings.Contains(errOut, "-allow-remote") || strings.Contains(out+errOut, deadAddr) {
+			t.Errorf("publish to %s: exit %d, want 2 naming -allow-remote before any connection\n%s%s", namesrv, code, out, errOut)
+		}
+		code, out, errOut = runCmd("publish", "-late", filepath.Join(t.TempDir(), "none.json"), "-rocketmq-namesrv", namesrv)
+		if code != 2 || !strings.Contains(errOut, "-allow-remote") {
+			t.Errorf("publish -late to %s: exit %d, want 2 naming -allow-remote\n%s%s", namesrv, code, out, errOut)
+		}
+	}
+	// With the flag it goes on, and fails on the database it cannot reach.
+	code, out, errOut := runCmd("publish", "-allow-remote", "-rocketmq-namesrv", "192.0.2.1:9876", "-database-url", dead, "-orders", "2",
+		"-out", filepath.Join(t.TempDir(), "expected.json"))
+	if code != 1 || !strings.Contains(errOut, deadAddr) {
+		t.Errorf("publish -allow-remote: exit %d, want 1 on the unreachable database\n%s%s", code, out, errOut)
+	}
+}
+
+func TestLocalNameServer(t *testing.T) {
+	for addr, local := range map[string]bool{
+		"127.0.0.1:9876": true, "127.3.2.1:9876": true, "localhost:9876": true, "LOCALHOST:9876": true, "[::1]:9876": true,
+		"127.0.0.1:9876, localhost:9877": true, "ns.localhost:9876": true,
+		"10.0.0.5:9876": false, "[::]:9876": false, "0.0.0.0:9876": false, "rocketmq-namesrv:9876": false, "localhost.example.com:9876": false,
+		"127.0.0.1:9876,10.0.0.5:9876": false, "http://localhost:9876": false, "": false,
+	} {
+		if err := checkLocalNameServer(addr); (err == nil) != local {
+			t.Errorf("checkLocalNameServer(%q) = %v, want local %v", addr, err, local)
+		}
+	}
+}
