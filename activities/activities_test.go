@@ -360,24 +360,35 @@ func TestLoadOrder(t *testing.T) {
 	}
 	e1, e3, e2 := event(id, 1, fsm.Created, 250), event(id, 3, fsm.Paid, 250), event(id, 2, fsm.Paid, 250)
 	deliver(t, a, e1)
-	d := deliver(t, a, e3).Decision
+	deliver(t, a, e3)
 	deliver(t, a, e2) // stale, still recorded
 	res, err = a.LoadOrder(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.Found || res.Order != d.Next {
-		t.Errorf("order %+v, want %+v", res.Order, d.Next)
+	// PAID at v3, 250 cents: 2 purchase points (one per whole 100 cents),
+	// earned by user 42. The content hash is e3's, the event that set v3.
+	paid := fsm.Order{OrderID: id, UserID: 42, Status: fsm.Paid, Version: 3, AmountCents: 250, ContentHash: e3.ContentHash(),
+		Purchased: true, PurchasePoints: 2, PurchaseUserID: 42}
+	if !res.Found || res.Order != paid {
+		t.Errorf("order %+v, want %+v", res.Order, paid)
 	}
 	want := map[int64]string{1: e1.ContentHash(), 2: e2.ContentHash(), 3: e3.ContentHash()}
 	if len(res.Versions) != 3 || res.Versions[1] != want[1] || res.Versions[2] != want[2] || res.Versions[3] != want[3] {
 		t.Errorf("versions %v, want %v", res.Versions, want)
 	}
 	// What LoadOrder returns is what Decide needs to judge the next event
-	// the same way the database does.
+	// the same way the database does: CANCELLED after PAID is applied and
+	// takes the 2 points back.
 	next := event(id, 4, fsm.Cancelled, 250)
-	if got, want := fsm.Decide(&res.Order, next), deliver(t, a, next).Decision; got != want {
-		t.Errorf("Decide on the loaded order %+v, ApplyEvent %+v", got, want)
+	cancelled := paid
+	cancelled.Status, cancelled.Version, cancelled.ContentHash, cancelled.Refunded = fsm.Cancelled, 4, next.ContentHash(), true
+	refund := fsm.Decision{Outcome: fsm.Applied, Points: fsm.Refund, PointsDelta: -2, Next: cancelled}
+	if got := fsm.Decide(&res.Order, next); got != refund {
+		t.Errorf("Decide on the loaded order: %+v, want %+v", got, refund)
+	}
+	if got := deliver(t, a, next).Decision; got != refund {
+		t.Errorf("ApplyEvent: %+v, want %+v", got, refund)
 	}
 }
 
