@@ -361,16 +361,17 @@ func GetOrNewRocketMQClient(option ClientOptions, callbackCh chan interface{}) R
 			msgExt.BornHost = header.bornHost
 			msgExt.StoreHost = header.storeHost
 
-			body, inflated := req.Body, true
-			if (header.sysFlag & primitive.FlagCompressed) == primitive.FlagCompressed {
-				// orderflow patch: the same bound as primitive.DecodeMessage.
-				body, inflated = utils.UnCompressLimit(req.Body, primitive.InflateLimit())
-			}
+			// orderflow patch: decoded as primitive.DecodeMessage decodes,
+			// by the compression type of the flag and bounded; the flag is
+			// kept, so that the marks can be read against it.
+			sysFlag := int32(header.sysFlag)
+			body, mark, markValue := primitive.InflateBody(req.Body, sysFlag)
+			msgExt.SysFlag = sysFlag
 			msgExt.Body = body
 			msgExt.Flag = header.flag
 			msgExt.UnmarshalProperties([]byte(header.properties))
-			if !inflated {
-				msgExt.WithProperty(primitive.PropertyInflateLimitExceeded, strconv.FormatInt(primitive.InflateLimit(), 10))
+			if sysFlag&primitive.FlagCompressed != 0 {
+				msgExt.MarkInflation(mark, markValue)
 			}
 			msgExt.WithProperty(primitive.PropertyReplyMessageArriveTime, strconv.FormatInt(receiveTime, 10))
 			msgExt.BornTimestamp = header.bornTimestamp

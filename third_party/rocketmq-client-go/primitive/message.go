@@ -21,6 +21,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -282,12 +283,60 @@ func (msgExt *MessageExt) String() string {
 // (orderflow patch)
 const PropertyInflateLimitExceeded = "ORDERFLOW_INFLATE_LIMIT_EXCEEDED"
 
+// PropertyUndecodable marks a message whose compressed body the client
+// cannot decode: a compression type it does not know, or data that is not
+// one complete, valid stream of its type (corrupt, truncated). Its Body is
+// still the bytes as received; the property's value is the compression
+// (see CompressionOf), a colon, a space and the decoder's error, e.g.
+// "zstd: unexpected EOF". (orderflow patch)
+const PropertyUndecodable = "ORDERFLOW_UNDECODABLE"
+
+// Compression type bits of a message's system flag (SysFlag), as RocketMQ 5
+// sets them next to FlagCompressed: bits 8-10, LZ4 = 1, ZSTD = 2, ZLIB = 3;
+// 0 on a compressed message means zlib (older clients). (orderflow patch)
+const (
+	FlagCompressionTypeMask = utils.CompressionTypeMask
+	FlagCompressionLZ4      = utils.CompressionLZ4 << utils.CompressionTypeShift
+	FlagCompressionZstd     = utils.CompressionZstd << utils.CompressionTypeShift
+	FlagCompressionZlib     = utils.CompressionZlib << utils.CompressionTypeShift
+)
+
+// CompressionOf names the compression a body is in, by its message's
+// system flag: "" when FlagCompressed is not set, else "zlib", "lz4",
+// "zstd", or "type N" for a type RocketMQ does not define. (orderflow patch)
+func CompressionOf(sysFlag int32) string {
+	if sysFlag&FlagCompressed == 0 {
+		return ""
+	}
+	return utils.CompressionName(utils.CompressionTypeOf(sysFlag))
+}
+
+// ErrInflateLimitExceeded is returned by Decompress when the body would
+// inflate past the limit. (orderflow patch)
+var ErrInflateLimitExceeded = utils.ErrInflateLimit
+
+// Decompress decodes a body compressed with the named compression ("zlib",
+// "lz4" or "zstd", as CompressionOf names them), producing at most limit
+// bytes when limit > 0. It returns ErrInflateLimitExceeded when the body
+// would inflate further, and another error when it cannot be decoded (an
+// unknown compression, corrupt or truncated data). It is what the client
+// does to a compressed body it receives. (orderflow patch)
+func Decompress(compression string, body []byte, limit int64) ([]byte, error) {
+	t, ok := utils.CompressionByName(compression)
+	if !ok {
+		return nil, fmt.Errorf("%w %q", utils.ErrUnknownCompression, compression)
+	}
+	return utils.Decompress(body, t, limit)
+}
+
 var inflateLimit int64
 
 // SetInflateLimit bounds how many bytes a compressed message body may
 // inflate to when the client decodes it; 0 (the default) means no bound.
 // A body that would inflate past the bound is left compressed and marked
-// with PropertyInflateLimitExceeded. (orderflow patch)
+// with PropertyInflateLimitExceeded. The bound is also what decoding a
+// zstd body allocates up front: keep it of the order of the largest body
+// expected. (orderflow patch)
 func SetInflateLimit(n int64) {
 	if n < 0 {
 		n = 0
@@ -297,6 +346,40 @@ func SetInflateLimit(n int64) {
 
 // InflateLimit returns the bound set with SetInflateLimit. (orderflow patch)
 func InflateLimit() int64 { return atomic.LoadInt64(&inflateLimit) }
+
+// InflateBody returns a received body as its producer wrote it: decoded
+// when sysFlag marks it compressed, by the compression type the flag names,
+// under the bound of SetInflateLimit. A body that would inflate past the
+// bound, or cannot be decoded, is returned as received, with the property
+// that marks it (PropertyInflateLimitExceeded or PropertyUndecodable) and
+// the property's value; mark is "" otherwise. Both places where the client
+// decodes a received message use it. (orderflow patch)
+func InflateBody(body []byte, sysFlag int32) (out []byte, mark, value string) {
+	if sysFlag&FlagCompressed == 0 {
+		return body, "", ""
+	}
+	limit := InflateLimit()
+	inflated, err := utils.Decompress(body, utils.CompressionTypeOf(sysFlag), limit)
+	switch {
+	case err == nil:
+		return inflated, "", ""
+	case errors.Is(err, utils.ErrInflateLimit):
+		return body, PropertyInflateLimitExceeded, strconv.FormatInt(limit, 10)
+	}
+	return body, PropertyUndecodable, CompressionOf(sysFlag) + ": " + err.Error()
+}
+
+// MarkInflation records on a received message what InflateBody returned
+// for its body: the mark with its value, or none. Marks the producer set
+// itself are dropped, so that only the client marks a body; call it after
+// the message's properties are read. (orderflow patch)
+func (m *Message) MarkInflation(mark, value string) {
+	m.RemoveProperty(PropertyInflateLimitExceeded)
+	m.RemoveProperty(PropertyUndecodable)
+	if mark != "" {
+		m.WithProperty(mark, value)
+	}
+}
 
 func DecodeMessage(data []byte) []*MessageExt {
 	msgs := make([]*MessageExt, 0)
@@ -388,16 +471,14 @@ func DecodeMessage(data []byte) []*MessageExt {
 
 		// 15. body
 		var (
-			length         int32
-			inflateRefused bool
+			length          int32
+			mark, markValue string
 		)
 		binary.Read(buf, binary.BigEndian, &length)
 		msg.Body = buf.Next(int(length))
-		if (msg.SysFlag & FlagCompressed) == FlagCompressed {
-			inflated, ok := utils.UnCompressLimit(msg.Body, InflateLimit())
-			msg.Body = inflated
-			inflateRefused = !ok
-		}
+		// orderflow patch: decoded by the compression type of the flag,
+		// bounded; marked once the properties are read.
+		msg.Body, mark, markValue = InflateBody(msg.Body, msg.SysFlag)
 		count += 4 + int(length)
 
 		// 16. topic
@@ -413,8 +494,8 @@ func DecodeMessage(data []byte) []*MessageExt {
 		}
 		count += 2 + int(propertiesLength)
 
-		if inflateRefused {
-			msg.WithProperty(PropertyInflateLimitExceeded, strconv.FormatInt(InflateLimit(), 10))
+		if msg.SysFlag&FlagCompressed != 0 {
+			msg.MarkInflation(mark, markValue)
 		}
 
 		msg.OffsetMsgId = CreateMessageId(hostBytes, port, msg.CommitLogOffset)
