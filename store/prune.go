@@ -2,8 +2,17 @@ package store
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/orderflow/orderflow/fsm"
+	"github.com/orderflow/orderflow/message"
 )
 
 // PruneOptions say what Prune removes and how.
@@ -20,6 +29,10 @@ type PruneOptions struct {
 	Pause time.Duration
 	// DryRun counts what would be removed and removes nothing.
 	DryRun bool
+	// IncludeUnreplayed removes the dead letters of such orders that were
+	// never replayed too; by default only replayed ones go (the others may
+	// still need an operator's eye).
+	IncludeUnreplayed bool
 }
 
 // PruneStats says what Prune removed (or, in a dry run, would remove).
@@ -33,6 +46,9 @@ type PruneStats struct {
 	// letters.
 	Events      int64 `json:"events"`
 	DeadLetters int64 `json:"dead_letters"`
+	// KeptUnreplayed counts the dead letters of such orders kept because
+	// they were never replayed (0 with IncludeUnreplayed).
+	KeptUnreplayed int64 `json:"kept_unreplayed"`
 	// Statements counts the statements run (each its own transaction).
 	Statements int64 `json:"statements"`
 	DryRun     bool  `json:"dry_run"`
@@ -53,140 +69,263 @@ const terminalBefore = `o.status IN ('COMPLETED', 'CANCELLED') AND o.updated_at 
 // same content) or a conflict (the last version, other content), and
 // changes nothing; the ledger keeps at most one row per kind.
 //
-// A dead letter is removed when its keys name such an order and it was
-// last seen before the cutoff too. Orders are walked in primary key order
-// o.Batch at a time, and each statement deletes at most o.Batch rows in its
-// own short transaction, re-checking the order's condition, so an order
-// that changes meanwhile keeps its rows and the hot path (ApplyEvent on
-// other orders) is never blocked for long. progress, when not nil, is
-// called after every statement.
+// A dead letter belongs to the order its body names (BodyOrderID), never
+// to the one its keys name, which the producer sets apart from the body;
+// one whose body names no order stays. It is removed when it was last seen
+// before the cutoff too and was replayed (or o.IncludeUnreplayed). Orders
+// are walked in primary key order o.Batch at a time, and each statement
+// deletes at most o.Batch rows in its own short transaction, re-checking
+// the order's condition, so an order that changes meanwhile keeps its rows
+// and the hot path (ApplyEvent on other orders) is never blocked for long;
+// the statement that removes an order's rows stamps it. progress, when not
+// nil, is called after every statement.
+//
+// Cancelled (ctx), Prune returns ctx's error and the stats of the
+// statements that completed: what was removed so far.
 func (s *Store) Prune(ctx context.Context, o PruneOptions, progress func(PruneStats)) (PruneStats, error) {
 	if o.OlderThan <= 0 {
 		return PruneStats{}, invalid(fmt.Errorf("retention window %s must be positive", o.OlderThan))
 	}
-	batch := o.Batch
-	if batch <= 0 {
-		batch = 1000
+	p := &pruner{o: o, progress: progress, db: s.db.WithContext(ctx), ctx: ctx}
+	if p.o.Batch <= 0 {
+		p.o.Batch = 1000
 	}
-	db := s.db.WithContext(ctx)
-	st := PruneStats{DryRun: o.DryRun}
-	if err := db.Raw(`SELECT now() - ?::interval`, fmt.Sprintf("%d microseconds", o.OlderThan.Microseconds())).
-		Row().Scan(&st.Cutoff); err != nil {
-		return st, fmt.Errorf("prune: read the database clock: %w", err)
+	p.st.DryRun = o.DryRun
+	if err := p.db.Raw(`SELECT now() - ?::interval`, fmt.Sprintf("%d microseconds", o.OlderThan.Microseconds())).
+		Row().Scan(&p.st.Cutoff); err != nil {
+		return p.st, fmt.Errorf("prune: read the database clock: %w", err)
 	}
-	step := func() error {
-		st.Statements++
-		if progress != nil {
-			progress(st)
-		}
-		if o.Pause > 0 {
-			select {
-			case <-ctx.Done():
-			case <-time.After(o.Pause):
-			}
-		}
-		return ctx.Err()
+	if err := p.orderEvents(); err != nil {
+		return p.st, err
 	}
+	return p.st, p.deadLetters()
+}
 
-	// order_events, order by order.
+// pruner is one run of Prune.
+type pruner struct {
+	o        PruneOptions
+	progress func(PruneStats)
+	db       *gorm.DB
+	ctx      context.Context
+	st       PruneStats
+}
+
+// step counts a completed statement, reports progress, pauses, and returns
+// the context's error once it is cancelled.
+func (p *pruner) step() error {
+	p.st.Statements++
+	if p.progress != nil {
+		p.progress(p.st)
+	}
+	if p.o.Pause > 0 {
+		select {
+		case <-p.ctx.Done():
+		case <-time.After(p.o.Pause):
+		}
+	}
+	return p.ctx.Err()
+}
+
+// orderEvents removes (or counts) the order_events rows of the orders
+// terminalBefore the cutoff, o.Batch orders at a time.
+func (p *pruner) orderEvents() error {
 	after := ""
 	for {
 		var ids []string
-		if err := db.Raw(`SELECT o.order_id FROM orders o WHERE o.order_id > ? AND `+terminalBefore+`
-			ORDER BY o.order_id LIMIT ?`, after, st.Cutoff, batch).Scan(&ids).Error; err != nil {
-			return st, fmt.Errorf("prune: list orders: %w", err)
+		if err := p.db.Raw(`SELECT o.order_id FROM orders o WHERE o.order_id > ? AND `+terminalBefore+`
+			ORDER BY o.order_id LIMIT ?`, after, p.st.Cutoff, p.o.Batch).Scan(&ids).Error; err != nil {
+			return fmt.Errorf("prune: list orders: %w", err)
 		}
 		if len(ids) == 0 {
-			break
+			return nil
 		}
 		after = ids[len(ids)-1]
-		if err := step(); err != nil {
-			return st, err
+		if err := p.step(); err != nil {
+			return err
 		}
-		if o.DryRun {
-			var n struct{ Orders, Events int64 }
-			if err := db.Raw(`SELECT count(DISTINCT e.order_id) AS orders, count(*) AS events
-				FROM order_events e JOIN orders o ON o.order_id = e.order_id
-				WHERE e.order_id IN ? AND `+terminalBefore, ids, st.Cutoff).Scan(&n).Error; err != nil {
-				return st, fmt.Errorf("prune: count order_events: %w", err)
-			}
-			st.Orders += n.Orders
-			st.Events += n.Events
-			if err := step(); err != nil {
-				return st, err
-			}
-			continue
+		var err error
+		if p.o.DryRun {
+			err = p.countEvents(ids)
+		} else {
+			err = p.deleteEvents(ids)
 		}
-		pruned := map[string]bool{}
-		for {
-			var gone []string
-			if err := db.Raw(`WITH victims AS (
-					SELECT e.order_id, e.version FROM order_events e JOIN orders o ON o.order_id = e.order_id
-					WHERE e.order_id IN ? AND `+terminalBefore+`
-					ORDER BY e.order_id, e.version LIMIT ?)
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// countEvents counts the order_events rows of orders ids that a prune
+// would remove.
+func (p *pruner) countEvents(ids []string) error {
+	var n struct{ Orders, Events int64 }
+	if err := p.db.Raw(`SELECT count(DISTINCT e.order_id) AS orders, count(*) AS events
+		FROM order_events e JOIN orders o ON o.order_id = e.order_id
+		WHERE e.order_id IN ? AND `+terminalBefore, ids, p.st.Cutoff).Scan(&n).Error; err != nil {
+		return fmt.Errorf("prune: count order_events: %w", err)
+	}
+	p.st.Orders += n.Orders
+	p.st.Events += n.Events
+	return p.step()
+}
+
+// deleteEvents removes the order_events rows of orders ids, at most
+// o.Batch a statement; each statement stamps the orders it removed rows
+// of, so that an interrupted prune leaves no order without its rows and
+// unstamped.
+func (p *pruner) deleteEvents(ids []string) error {
+	pruned := map[string]bool{}
+	for {
+		var gone []string
+		if err := p.db.Raw(`WITH victims AS (
+				SELECT e.order_id, e.version FROM order_events e JOIN orders o ON o.order_id = e.order_id
+				WHERE e.order_id IN ? AND `+terminalBefore+`
+				ORDER BY e.order_id, e.version LIMIT ?),
+			gone AS (
 				DELETE FROM order_events e USING victims v, orders o
 				WHERE e.order_id = v.order_id AND e.version = v.version AND o.order_id = e.order_id AND `+terminalBefore+`
-				RETURNING e.order_id`, ids, st.Cutoff, batch, st.Cutoff).Scan(&gone).Error; err != nil {
-				return st, fmt.Errorf("prune: delete order_events: %w", err)
-			}
-			st.Events += int64(len(gone))
-			for _, id := range gone {
+				RETURNING e.order_id),
+			stamped AS (
+				UPDATE orders SET events_pruned_at = now() WHERE order_id IN (SELECT order_id FROM gone))
+			SELECT order_id FROM gone`, ids, p.st.Cutoff, p.o.Batch, p.st.Cutoff).Scan(&gone).Error; err != nil {
+			return fmt.Errorf("prune: delete order_events: %w", err)
+		}
+		p.st.Events += int64(len(gone))
+		for _, id := range gone {
+			if !pruned[id] {
 				pruned[id] = true
-			}
-			if err := step(); err != nil {
-				return st, err
-			}
-			if len(gone) < batch {
-				break
+				p.st.Orders++
 			}
 		}
-		if len(pruned) > 0 {
-			marked := make([]string, 0, len(pruned))
-			for id := range pruned {
-				marked = append(marked, id)
-			}
-			if err := db.Exec(`UPDATE orders SET events_pruned_at = now() WHERE order_id IN ?`, marked).Error; err != nil {
-				return st, fmt.Errorf("prune: stamp orders: %w", err)
-			}
-			st.Orders += int64(len(marked))
-			if err := step(); err != nil {
-				return st, err
-			}
+		if err := p.step(); err != nil {
+			return err
+		}
+		if len(gone) < p.o.Batch {
+			return nil
 		}
 	}
+}
 
-	// dead_letters, by id range.
+// deadLetters removes (or counts) the dead letters of the orders
+// terminalBefore the cutoff, walking dead_letters by id, o.Batch at a time.
+func (p *pruner) deadLetters() error {
 	var afterID int64
 	for {
-		var hi *int64
-		if err := db.Raw(`SELECT max(id) FROM (SELECT id FROM dead_letters WHERE id > ? ORDER BY id LIMIT ?) r`,
-			afterID, batch).Row().Scan(&hi); err != nil {
-			return st, fmt.Errorf("prune: list dead letters: %w", err)
+		var page []struct {
+			ID       int64
+			Body     []byte
+			Replayed bool
 		}
-		if hi == nil {
-			break
+		// A body past the contract's bound names no order: it is not read.
+		if err := p.db.Raw(`SELECT id, CASE WHEN length(body) <= ? THEN body END AS body, replayed_at IS NOT NULL AS replayed
+			FROM dead_letters WHERE id > ? AND last_seen_at < ? ORDER BY id LIMIT ?`,
+			message.MaxBodySize, afterID, p.st.Cutoff, p.o.Batch).Scan(&page).Error; err != nil {
+			return fmt.Errorf("prune: list dead letters: %w", err)
 		}
-		cond := `d.id > ? AND d.id <= ? AND d.last_seen_at < ? AND EXISTS (
-			SELECT 1 FROM unnest(string_to_array(d.keys, ' ')) AS k(order_id) JOIN orders o ON o.order_id = k.order_id
-			WHERE ` + terminalBefore + `)`
-		args := []any{afterID, *hi, st.Cutoff, st.Cutoff}
-		var n int64
-		if o.DryRun {
-			if err := db.Raw(`SELECT count(*) FROM dead_letters d WHERE `+cond, args...).Row().Scan(&n); err != nil {
-				return st, fmt.Errorf("prune: count dead letters: %w", err)
+		if len(page) == 0 {
+			return nil
+		}
+		afterID = page[len(page)-1].ID
+		var remove, keep candidates
+		for _, d := range page {
+			id := BodyOrderID(d.Body)
+			switch {
+			case id == "":
+			case d.Replayed || p.o.IncludeUnreplayed:
+				remove.add(d.ID, id)
+			default:
+				keep.add(d.ID, id)
 			}
-		} else {
-			w := db.Exec(`DELETE FROM dead_letters d WHERE `+cond, args...)
-			if w.Error != nil {
-				return st, fmt.Errorf("prune: delete dead letters: %w", w.Error)
-			}
-			n = w.RowsAffected
 		}
-		st.DeadLetters += n
-		afterID = *hi
-		if err := step(); err != nil {
-			return st, err
+		if err := p.step(); err != nil {
+			return err
+		}
+		if err := p.removeDeadLetters(remove); err != nil {
+			return err
+		}
+		if err := p.countKept(keep); err != nil {
+			return err
 		}
 	}
-	return st, nil
+}
+
+// candidates are dead letters and the orders their bodies name, as the
+// comma-separated lists the statements unnest (an order ID holds no comma).
+type candidates struct {
+	ids, orders []string
+}
+
+func (c *candidates) add(id int64, orderID string) {
+	c.ids = append(c.ids, strconv.FormatInt(id, 10))
+	c.orders = append(c.orders, orderID)
+}
+
+// of is the SQL that joins the candidates with their dead letters and
+// their orders, kept to those last seen and terminalBefore the cutoff, and
+// its arguments.
+func (c candidates) of(cutoff time.Time) (string, []any) {
+	return `unnest(string_to_array(?::text, ',')::bigint[], string_to_array(?::text, ',')) AS c(id, order_id)
+		JOIN dead_letters d ON d.id = c.id JOIN orders o ON o.order_id = c.order_id
+		WHERE d.last_seen_at < ? AND ` + terminalBefore,
+		[]any{strings.Join(c.ids, ","), strings.Join(c.orders, ","), cutoff, cutoff}
+}
+
+// removeDeadLetters removes (or counts) the candidates whose order is
+// terminalBefore the cutoff, re-checked in the statement.
+func (p *pruner) removeDeadLetters(c candidates) error {
+	if len(c.ids) == 0 {
+		return nil
+	}
+	from, args := c.of(p.st.Cutoff)
+	var n int64
+	if p.o.DryRun {
+		if err := p.db.Raw(`SELECT count(*) FROM `+from, args...).Row().Scan(&n); err != nil {
+			return fmt.Errorf("prune: count dead letters: %w", err)
+		}
+	} else {
+		if err := p.db.Raw(`WITH gone AS (
+				DELETE FROM dead_letters x WHERE x.id IN (SELECT d.id FROM `+from+`) AND x.last_seen_at < ? RETURNING 1)
+			SELECT count(*) FROM gone`, append(args, p.st.Cutoff)...).Row().Scan(&n); err != nil {
+			return fmt.Errorf("prune: delete dead letters: %w", err)
+		}
+	}
+	p.st.DeadLetters += n
+	return p.step()
+}
+
+// countKept counts the candidates, never replayed, that a prune with
+// IncludeUnreplayed would remove.
+func (p *pruner) countKept(c candidates) error {
+	if len(c.ids) == 0 {
+		return nil
+	}
+	from, args := c.of(p.st.Cutoff)
+	var n int64
+	if err := p.db.Raw(`SELECT count(*) FROM `+from, args...).Row().Scan(&n); err != nil {
+		return fmt.Errorf("prune: count unreplayed dead letters: %w", err)
+	}
+	p.st.KeptUnreplayed += n
+	return p.step()
+}
+
+// BodyOrderID is the order a parked body names, or "" when it names none:
+// the order_id of a body message.Decode accepts; of a body Decode refuses
+// only for its fields (missing_field, invalid_field: a JSON object of at
+// most message.MaxBodySize bytes without a repeated key), its order_id
+// member when that is a valid order ID.
+func BodyOrderID(body []byte) string {
+	e, err := message.Decode(body)
+	if err == nil {
+		return e.OrderID
+	}
+	var r *message.Rejection
+	if !errors.As(err, &r) || r.Kind != message.KindMissingField && r.Kind != message.KindInvalidField {
+		return ""
+	}
+	var fields map[string]json.RawMessage
+	var id string
+	if json.Unmarshal(body, &fields) != nil || json.Unmarshal(fields["order_id"], &id) != nil || fsm.CheckOrderID(id) != nil {
+		return ""
+	}
+	return id
 }

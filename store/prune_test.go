@@ -25,7 +25,8 @@ type pruneFixture struct {
 }
 
 // bulk inserts n orders of group g, each with events rows (versions 1..events)
-// and one dead letter, all last changed age ago.
+// and one replayed dead letter whose body names the order, all last changed
+// age ago.
 func (f pruneFixture) bulk(t *testing.T, g string, n, events int, status fsm.Status, age time.Duration) {
 	t.Helper()
 	id := fmt.Sprintf("'%s-%s-' || lpad(i::text, 6, '0')", f.prefix, g)
@@ -39,9 +40,9 @@ func (f pruneFixture) bulk(t *testing.T, g string, n, events int, status fsm.Sta
 			occurred_at, first_seen_at, last_seen_at)
 		 SELECT ` + id + `, v, 'e', 1 + i % 97, 'CREATED', 1000, ` + hash + `, 'applied', ` + ago + `, ` + ago + `, ` + ago + `
 		 FROM generate_series(1, ` + fmt.Sprint(n) + `) i, generate_series(1, ` + fmt.Sprint(events) + `) v`,
-		`INSERT INTO dead_letters (fingerprint, topic, keys, tags, body, reason, first_seen_at, last_seen_at)
-		 SELECT md5(` + id + `) || md5(` + id + ` || 'dl'), 'T', ` + id + `, 'PAID', '\x7b7d'::bytea,
-			'conflict: bulk', ` + ago + `, ` + ago + `
+		`INSERT INTO dead_letters (fingerprint, topic, keys, tags, body, reason, first_seen_at, last_seen_at, replayed_at, replay_outcome)
+		 SELECT md5(` + id + `) || md5(` + id + ` || 'dl'), 'T', ` + id + `, 'PAID', convert_to('{"order_id":"' || ` + id + ` || '"}', 'UTF8'),
+			'undeliverable: bulk', ` + ago + `, ` + ago + `, ` + ago + `, 'applied'
 		 FROM generate_series(1, ` + fmt.Sprint(n) + `) i`,
 	} {
 		if err := f.s.DB().Exec(q).Error; err != nil {
@@ -311,5 +312,29 @@ func TestPruneRefusesANonPositiveWindow(t *testing.T) {
 	s := newStore(t)
 	if _, err := s.Prune(context.Background(), store.PruneOptions{}, nil); err == nil {
 		t.Error("prune with no window succeeded")
+	}
+}
+
+// A dead letter belongs to the order its body names, when the body names
+// one unambiguously.
+func TestBodyOrderID(t *testing.T) {
+	valid := `{"event_id":"e","order_id":"o-1","user_id":1,"status":"PAID","version":2,"amount_cents":5,"occurred_at":"2026-01-01T00:00:00Z"}`
+	for body, want := range map[string]string{
+		valid:                               "o-1",
+		`{"order_id":"o-2","user_id":0}`:    "o-2", // invalid fields, a valid order ID
+		`{"order_id":"o 3"}`:                "",
+		`{"order_id":7}`:                    "",
+		`{"order_id":null}`:                 "",
+		`{"keys":"o-1"}`:                    "",
+		`{"order_id":"o-1","order_id":"x"}`: "", // ambiguous
+		`{"order_id":"o-1","ORDER_ID":"x"}`: "",
+		`{"order_id":`:                      "",
+		`["o-1"]`:                           "",
+		"":                                  "",
+		`{"order_id":"o-1","pad":"` + strings.Repeat("x", message.MaxBodySize) + `"}`: "",
+	} {
+		if got := store.BodyOrderID([]byte(body)); got != want {
+			t.Errorf("BodyOrderID(%.60s) = %q, want %q", body, got, want)
+		}
 	}
 }

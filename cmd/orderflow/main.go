@@ -8,7 +8,7 @@
 //	orderflow dlq replay        re-deliver parked messages that are valid events (-dry-run: only say what it would do)
 //	orderflow audit [flags]     check the invariants on the live tables
 //	orderflow why ORDER_ID [V]  everything known about one order, and why each event was decided so
-//	orderflow prune [flags]     remove the order_events rows and dead letters of orders terminal for longer than -older-than
+//	orderflow prune [flags]     remove the order_events rows and dead letters of orders terminal for longer than -older-than (-yes; without it a dry run)
 //	orderflow migrate [flags]   apply the pending schema migrations, then exit
 //	orderflow gaps [flags]      holes in the producers' sequences: suspected lost messages
 //	orderflow lag [flags]       the consumer group's backlog on the broker, per queue (-json for scripts)
@@ -47,7 +47,7 @@ var commands = []command{
 	{"dlq", "the parked messages: dlq list [-reason KIND] [-order ID] [-since T] [-summary], dlq show ID, dlq replay [-dry-run]", runDLQ},
 	{"audit", "check the invariants on the live tables; exit 1 listing every violation", runAudit},
 	{"why", "explain one order: why ORDER_ID [VERSION]", runWhy},
-	{"prune", "remove the details of orders finished long ago: prune -older-than 30d [-dry-run]", runPrune},
+	{"prune", "remove the details of orders finished long ago: prune -older-than 30d -yes (without -yes: a dry run)", runPrune},
 	{"migrate", "apply the pending schema migrations, then exit (the worker and the bridge also migrate on start)", runMigrate},
 	{"gaps", "holes in the producers' sequences [-producer ID] [-gap-window 5m]; exit 1 on a suspected loss (-expected FILE: unless they are the run's lost events)", runGaps},
 	{"lag", "the consumer group's backlog on the broker, per queue of the topic and its retry topic [-json]", runLag},
