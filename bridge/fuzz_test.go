@@ -62,8 +62,9 @@ func zlibOf(b []byte) []byte {
 // pull result (inflating compressed bodies, bounded), the envelope, and
 // message.Parse — with any body, stored plain or compressed. Nothing may
 // panic; no body may inflate past the contract's bound; every message is
-// either a valid event or a rejection with a storable reason, and a body the
-// client refused to inflate is rejected as oversize, kept as received.
+// either a valid event or a rejection with a storable reason, a body the
+// client refused to inflate is rejected as oversize, and one it could not
+// decode as undecodable, both kept as received.
 func FuzzReceive(f *testing.F) {
 	primitive.SetInflateLimit(message.MaxBodySize)
 	valid := []byte(`{"event_id":"e","order_id":"o-1","user_id":1,"status":"PAID","version":2,"amount_cents":500,"occurred_at":"2025-01-02T03:04:05Z"}`)
@@ -73,7 +74,7 @@ func FuzzReceive(f *testing.F) {
 	}{
 		{valid, false},
 		{zlibOf(valid), true},
-		{valid, true}, // marked compressed, is not: kept as is
+		{valid, true}, // marked compressed, is not: undecodable, kept as is
 		{zlibOf(bytes.Repeat([]byte{0}, 10<<20)), true}, // a bomb: 10 MiB of zeros
 		{zlibOf(bytes.Repeat([]byte("a"), message.MaxBodySize+1)), true},
 		{zlibOf(bytes.Repeat([]byte("a"), message.MaxBodySize)), true},
@@ -109,6 +110,10 @@ func FuzzReceive(f *testing.F) {
 			}
 			if env.InflateRefused && r.Rejection.Kind != message.KindOversize {
 				t.Fatalf("a body refused inflation was rejected as %s", r.Rejection.Kind)
+			}
+			if !env.InflateRefused && env.Compression != "" && (r.Rejection.Kind != message.KindUndecodable ||
+				!bytes.Equal(m.Body, body)) {
+				t.Fatalf("a body the client could not decode was rejected as %s, or changed", r.Rejection.Kind)
 			}
 			return
 		}

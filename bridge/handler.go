@@ -374,7 +374,7 @@ func (h *Handler) prepare(ctx context.Context, p *pending) (bool, error) {
 		}
 		h.metrics.rejections.WithLabelValues(r.Rejection.Kind).Inc()
 		log.Warn("invalid message parked in dead_letters", "reason", r.Rejection.Reason, "body_bytes", len(m.Body))
-		if !env.InflateRefused {
+		if !env.StillCompressed() { // no sequence number can be read from a compressed body
 			if pid, seq := sequenceOf(env.Body); pid != "" {
 				if err := h.recordSeq(ctx, log, pid, seq); err != nil {
 					return false, err
@@ -511,14 +511,18 @@ func (h *Handler) attempt(ctx context.Context, log *slog.Logger, target string, 
 	return fmt.Errorf("%s: gave up after %d attempts: %w", target, n, err)
 }
 
-// envelope is the message as received, for message.Parse.
+// envelope is the message as received, for message.Parse: a body the
+// client left compressed (too large to inflate, or undecodable) carries its
+// compression and the client's error.
 func envelope(m *primitive.MessageExt) message.Envelope {
 	var storedAt time.Time
 	if m.StoreTimestamp > 0 {
 		storedAt = time.UnixMilli(m.StoreTimestamp).UTC()
 	}
-	return message.NewEnvelope(m.Topic, originalMessageID(m), m.GetKeys(), m.GetTags(), m.Body, storedAt,
+	env := message.NewEnvelope(m.Topic, originalMessageID(m), m.GetKeys(), m.GetTags(), m.Body, storedAt,
 		mq.InflateRefused(m))
+	env.Compression, env.DecodeError = mq.Compression(m), mq.DecodeError(m)
+	return env
 }
 
 // originalMessageID is the ID the producer's send returned: a message the

@@ -122,6 +122,16 @@ func OversizeCompressed() *Rejection {
 	return reject(KindOversize, "", fmt.Sprintf("compressed body inflates past %d bytes", MaxBodySize), nil)
 }
 
+// Undecodable is the rejection of a body still in the named compression
+// that cannot be decoded, with the decoder's error:
+// "undecodable: zstd body: unexpected EOF".
+func Undecodable(compression, decodeError string) *Rejection {
+	if decodeError == "" {
+		decodeError = "not decoded"
+	}
+	return reject(KindUndecodable, "", compression+" body: "+decodeError, nil)
+}
+
 // MaxReasonLen is the longest reason a dead letter stores, in bytes.
 const MaxReasonLen = 1024
 
@@ -139,7 +149,21 @@ type Envelope struct {
 	// compressed body because it would exceed MaxBodySize; Body is then
 	// the compressed bytes.
 	InflateRefused bool `json:"inflate_refused,omitempty"`
+	// Compression is the compression Body is still in ("zlib", "lz4",
+	// "zstd", or "type N" for a type RocketMQ does not define), set when the
+	// consumer left a compressed body as stored: it would inflate past
+	// MaxBodySize (InflateRefused) or cannot be decoded (DecodeError). It
+	// is "" when Body is as the producer wrote it, plain or inflated by the
+	// consumer.
+	Compression string `json:"compression,omitempty"`
+	// DecodeError is why the consumer could not decode the compressed
+	// body (not persisted; a dead letter's reason keeps it).
+	DecodeError string `json:"decode_error,omitempty"`
 }
+
+// StillCompressed reports whether Body is still compressed, as stored,
+// rather than as the producer wrote it.
+func (e Envelope) StillCompressed() bool { return e.InflateRefused || e.Compression != "" }
 
 // maxEnvelopeText bounds each text field of an Envelope.
 const maxEnvelopeText = 1024
@@ -185,15 +209,20 @@ type Received struct {
 }
 
 // Parse judges one message against the contract: the size of its body
-// (inflated or not), the body, and the envelope against the body.
+// (inflated or not), the body, and the envelope against the body. A body
+// still compressed is never read as JSON: it is oversize when the consumer
+// refused to inflate it, undecodable otherwise.
 func Parse(env Envelope) Received {
 	var (
 		e   fsm.Event
 		rej *Rejection
 	)
-	if env.InflateRefused {
+	switch {
+	case env.InflateRefused:
 		rej = OversizeCompressed()
-	} else {
+	case env.Compression != "":
+		rej = Undecodable(env.Compression, env.DecodeError)
+	default:
 		var err error
 		if e, err = Decode(env.Body); err != nil {
 			if !errors.As(err, &rej) {
