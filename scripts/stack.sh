@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # stack.sh — the local orderflow stack without Docker: PostgreSQL, the
 # Temporal dev server (with its Web UI), an Apache RocketMQ name server and
-# broker, and Redis (the bridges' shared duplicate filter).
+# broker, the RocketMQ proxy (for RocketMQ 5 gRPC clients), and Redis (the
+# bridges' shared duplicate filter).
 #
 #   scripts/stack.sh up     [service...]   start what is not running, wait for health
 #   scripts/stack.sh down   [service...]   stop, keeping data
 #   scripts/stack.sh status [service...]   print each service's state
 #   scripts/stack.sh deps                  install missing prerequisites (root, apt-get)
 #
-# Services: postgres, temporal, rocketmq, redis (default: all).
+# Services: postgres, temporal, rocketmq, proxy, redis (default: all). An
+# `up` of all of them also fetches the interop tests' Java clients into the
+# cache.
 #
 # Data and logs live under ORDERFLOW_DATA (default: <repo>/.data, git-ignored).
 # Downloaded and built tools live under ORDERFLOW_CACHE (default:
@@ -20,7 +23,8 @@
 # ORDERFLOW_DATA and ports with ORDERFLOW_PG_PORT (5432),
 # ORDERFLOW_TEMPORAL_PORT (7233), ORDERFLOW_TEMPORAL_UI_PORT (8233),
 # ORDERFLOW_NAMESRV_PORT (9876), ORDERFLOW_BROKER_PORT (10911; the broker
-# also takes the port two below it and the one above) and
+# also takes the port two below it and the one above),
+# ORDERFLOW_PROXY_PORT (8081) and ORDERFLOW_PROXY_REMOTING_PORT (8080), and
 # ORDERFLOW_REDIS_PORT (6379). ORDERFLOW_BROKER_IP (default
 # 127.0.0.1) is the address the broker announces to clients through the name
 # server while it listens on 127.0.0.1: another loopback address such as
@@ -207,12 +211,13 @@ pg_install() {
 }
 
 # deps: install what a fresh Debian machine lacks (as root): PostgreSQL, a
-# Java 17 runtime, Maven, openssl, Redis. Go must already be present.
+# Java 17 JDK (the runtime for RocketMQ, javac for the interop tests' Java
+# programs), Maven, openssl, Redis. Go must already be present.
 deps() {
 	local pkgs=()
 	command -v go >/dev/null 2>&1 || fail deps "go not found; install Go 1.26 from https://go.dev/dl/ and put it on PATH"
 	pg_bindir >/dev/null || pkgs+=(postgresql)
-	command -v java >/dev/null 2>&1 || pkgs+=(openjdk-17-jre-headless)
+	if ! command -v java >/dev/null 2>&1 || ! command -v javac >/dev/null 2>&1; then pkgs+=(openjdk-17-jdk-headless); fi
 	command -v mvn >/dev/null 2>&1 || pkgs+=(maven)
 	command -v ss >/dev/null 2>&1 || pkgs+=(iproute2)
 	command -v openssl >/dev/null 2>&1 || pkgs+=(openssl)
@@ -1009,25 +1014,33 @@ java_check() {
 	fi
 }
 
-rocketmq_fetch() {
-	local log=$LOGS/rocketmq-download.log tmp
-	[ -f "$ROCKETMQ_HOME_DIR/lib/rocketmq-broker-$ROCKETMQ_VERSION.jar" ] && return 0
-	command -v mvn >/dev/null 2>&1 || fail rocketmq "mvn not found; install Maven to fetch the RocketMQ jars: apt-get install -y maven"
-	say rocketmq "fetching RocketMQ $ROCKETMQ_VERSION jars from Maven Central into $ROCKETMQ_HOME_DIR"
+# maven_fetch NAME POM DIR MARKER: unless DIR/lib/MARKER exists, copy the
+# runtime dependencies of POM from Maven Central into DIR/lib, through a
+# temporary folder, so that an interrupted fetch leaves no half folder and a
+# second one finds everything in place.
+maven_fetch() {
+	local name=$1 pom=$2 dir=$3 marker=$4 log=$LOGS/$1-download.log tmp
+	[ -f "$dir/lib/$marker" ] && return 0
+	command -v mvn >/dev/null 2>&1 || fail "$name" "mvn not found; install Maven to fetch the jars: apt-get install -y maven"
+	say "$name" "fetching $(basename "$dir") jars from Maven Central into $dir"
 	mkdir -p "$CACHE"
-	tmp=$(mktemp -d "$CACHE/.rocketmq-fetch.XXXXXX")
-	if ! mvn -B -f "$ROCKETMQ_POM" dependency:copy-dependencies -DoutputDirectory="$tmp/lib" >"$log" 2>&1; then
+	tmp=$(mktemp -d "$CACHE/.$name-fetch.XXXXXX")
+	if ! mvn -B -f "$pom" dependency:copy-dependencies -DoutputDirectory="$tmp/lib" >"$log" 2>&1; then
 		rm -rf "$tmp"
-		fail rocketmq "downloading the RocketMQ jars from Maven Central failed; check network access to repo.maven.apache.org (or ~/.m2/settings.xml), then run make up again" "$log"
+		fail "$name" "downloading the jars from Maven Central failed; check network access to repo.maven.apache.org (or ~/.m2/settings.xml), then run make up again" "$log"
 	fi
-	rm -rf "$ROCKETMQ_HOME_DIR"
+	rm -rf "$dir"
 	chmod 755 "$tmp"
-	mv "$tmp" "$ROCKETMQ_HOME_DIR"
+	mv "$tmp" "$dir"
+}
+
+rocketmq_fetch() {
+	maven_fetch rocketmq "$ROCKETMQ_POM" "$ROCKETMQ_HOME_DIR" "rocketmq-broker-$ROCKETMQ_VERSION.jar"
 }
 
 # rocketmq_cmd HEAP_OPTS... -- MAIN ARGS...: sets RMQ_CMD to a JVM command
-# with the RocketMQ class path and home, and its logs and store inside the
-# data folder (user.home).
+# with the RocketMQ class path and home (RMQ_HOME, default the broker's
+# jars), and its logs and store inside the data folder (user.home).
 rocketmq_cmd() {
 	local opts=()
 	while [ "$1" != "--" ]; do
@@ -1035,7 +1048,8 @@ rocketmq_cmd() {
 		shift
 	done
 	shift
-	RMQ_CMD=(env "ROCKETMQ_HOME=$ROCKETMQ_HOME_DIR" java "${opts[@]}"
+	local home=${RMQ_HOME:-$ROCKETMQ_HOME_DIR}
+	RMQ_CMD=(env "ROCKETMQ_HOME=$home" java "${opts[@]}"
 		-XX:+UseG1GC -XX:-OmitStackTraceInFastThrow
 		--add-opens java.base/java.lang=ALL-UNNAMED
 		--add-opens java.base/java.nio=ALL-UNNAMED
@@ -1043,8 +1057,8 @@ rocketmq_cmd() {
 		--add-opens java.base/java.util=ALL-UNNAMED
 		--add-exports java.base/jdk.internal.ref=ALL-UNNAMED
 		"-Duser.home=${RMQ_USER_HOME:-$ROCKETMQ_DIR}"
-		"-Drocketmq.home.dir=$ROCKETMQ_HOME_DIR"
-		-cp "$ROCKETMQ_HOME_DIR/lib/*" "$@")
+		"-Drocketmq.home.dir=$home"
+		-cp "$home/lib/*" "$@")
 }
 
 mqadmin() {
@@ -1087,11 +1101,59 @@ rocketmq_external_ok() {
 		mqadmin topicRoute -n "127.0.0.1:$NAMESRV_PORT" -t "$ORDER_TOPIC" 2>>"$MQADMIN_LOG" | grep -q "$BROKER_IP:$BROKER_PORT"
 }
 
-topic_created() {
-	local i
+# topic_mixed FILE: the broker's topic table FILE holds ORDER_EVENTS with
+# the attribute message.type=MIXED (its keys are sorted: the attributes come
+# first, writeQueueNums last).
+topic_mixed() {
+	awk -v start="\"$ORDER_TOPIC\":{" '
+		index($0, start) { inside = 1 }
+		inside && /"message\.type"[[:space:]]*:[[:space:]]*"MIXED"/ { mixed = 1 }
+		inside && /"writeQueueNums"/ { exit }
+		END { exit !mixed }' "$1" 2>/dev/null
+}
+
+# The topic's message type. Single profile: MIXED, so that RocketMQ 5
+# clients (through the proxy) may send normal, FIFO, delayed and
+# transactional messages to it; they check a topic's type before they send.
+# Replicated profile: none (NORMAL): with RocketMQ 5.3.3 a replica fails to
+# copy its master's topics as soon as one of them has an attribute ("only
+# add attribute is supported while creating topic", apache/rocketmq#9403,
+# fixed after 5.3.3), which would leave the replica without the topic.
+if [ "$ROCKETMQ_PROFILE" = ha ]; then TOPIC_TYPE=""; else TOPIC_TYPE=MIXED; fi
+
+# topic_ready: every broker holds ORDER_EVENTS, of the profile's type.
+topic_ready() {
+	local i f
 	for i in "${BROKER_IDS[@]}"; do
-		grep -q "\"$ORDER_TOPIC\"" "$(broker_store "$i")/config/topics.json" 2>/dev/null || return 1
+		f=$(broker_store "$i")/config/topics.json
+		if [ -n "$TOPIC_TYPE" ]; then
+			topic_mixed "$f" || return 1
+		else
+			grep -q "\"$ORDER_TOPIC\"" "$f" 2>/dev/null || return 1
+		fi
 	done
+}
+
+# topic_create MASTER_PORT: create ORDER_EVENTS on the master broker, or
+# update it, of the profile's type. The brokers refuse MIXED unless
+# enableMixedMessageType is on: broker.conf turns it on, and so does this,
+# at run time, for a broker started with an older broker.conf (its topic
+# created NORMAL by an older scripts/stack.sh).
+topic_create() {
+	local master=$1 i attrs=()
+	if [ -n "$TOPIC_TYPE" ]; then
+		say rocketmq "creating topic $ORDER_TOPIC with $ORDER_TOPIC_QUEUES queues (message.type=$TOPIC_TYPE)"
+		for i in "${BROKER_IDS[@]}"; do
+			mqadmin updateBrokerConfig -b "127.0.0.1:$(broker_port "$i")" -k enableMixedMessageType -v true >>"$MQADMIN_LOG" 2>&1 ||
+				fail rocketmq "could not turn on enableMixedMessageType on broker 127.0.0.1:$(broker_port "$i")" "$MQADMIN_LOG"
+		done
+		attrs=(-a "+message.type=$TOPIC_TYPE")
+	else
+		say rocketmq "creating topic $ORDER_TOPIC with $ORDER_TOPIC_QUEUES queues"
+	fi
+	mqadmin updateTopic -n "127.0.0.1:$NAMESRV_PORT" -b "127.0.0.1:$master" -t "$ORDER_TOPIC" \
+		-r "$ORDER_TOPIC_QUEUES" -w "$ORDER_TOPIC_QUEUES" "${attrs[@]}" >>"$MQADMIN_LOG" 2>&1 ||
+		fail rocketmq "could not create topic $ORDER_TOPIC" "$MQADMIN_LOG"
 }
 
 rocketmq_write_broker_conf() {
@@ -1207,7 +1269,7 @@ rocketmq_up() {
 
 	# Registration and the topic are checked with the admin tool (a JVM start
 	# of a few seconds), so only after something was (re)started.
-	if [ "$started" -eq 1 ] || ! topic_created; then
+	if [ "$started" -eq 1 ] || ! topic_ready; then
 		say rocketmq "waiting for registration with the name server"
 		if [ "$ROCKETMQ_PROFILE" = ha ]; then
 			wait_until "$HEALTH_TIMEOUT" ha_ready ||
@@ -1216,22 +1278,19 @@ rocketmq_up() {
 			wait_until "$HEALTH_TIMEOUT" broker_registered 0 ||
 				fail broker "not registered with the name server 127.0.0.1:$NAMESRV_PORT within ${HEALTH_TIMEOUT}s" "$(broker_log 0)"
 		fi
-		if ! topic_created; then
-			say rocketmq "creating topic $ORDER_TOPIC with $ORDER_TOPIC_QUEUES queues"
+		if ! topic_ready; then
 			master=$BROKER_PORT
 			if [ "$ROCKETMQ_PROFILE" = ha ]; then master=$(ha_master_port); fi
-			mqadmin updateTopic -n "127.0.0.1:$NAMESRV_PORT" -b "127.0.0.1:$master" -t "$ORDER_TOPIC" \
-				-r "$ORDER_TOPIC_QUEUES" -w "$ORDER_TOPIC_QUEUES" >>"$MQADMIN_LOG" 2>&1 ||
-				fail rocketmq "could not create topic $ORDER_TOPIC" "$MQADMIN_LOG"
+			topic_create "$master"
 			# A replica copies the master's topics within seconds.
-			wait_until "$HEALTH_TIMEOUT" topic_created ||
-				fail rocketmq "topic $ORDER_TOPIC missing after creation" "$MQADMIN_LOG"
+			wait_until "$HEALTH_TIMEOUT" topic_ready ||
+				fail rocketmq "topic $ORDER_TOPIC missing, or not of message.type ${TOPIC_TYPE:-NORMAL}, after creation" "$MQADMIN_LOG"
 		fi
 	fi
 	if [ "$ROCKETMQ_PROFILE" = ha ]; then
-		say rocketmq "healthy: name server and controller 127.0.0.1:$NAMESRV_PORT, brokers 127.0.0.1:$(broker_port 0) and 127.0.0.1:$(broker_port 1) (master 127.0.0.1:$(ha_master_port)), topic $ORDER_TOPIC"
+		say rocketmq "healthy: name server and controller 127.0.0.1:$NAMESRV_PORT, brokers 127.0.0.1:$(broker_port 0) and 127.0.0.1:$(broker_port 1) (master 127.0.0.1:$(ha_master_port)), topic $ORDER_TOPIC (message.type NORMAL: RocketMQ 5 clients send only normal messages to it)"
 	else
-		say rocketmq "healthy: name server 127.0.0.1:$NAMESRV_PORT, broker 127.0.0.1:$BROKER_PORT, topic $ORDER_TOPIC"
+		say rocketmq "healthy: name server 127.0.0.1:$NAMESRV_PORT, broker 127.0.0.1:$BROKER_PORT, topic $ORDER_TOPIC (message.type=$TOPIC_TYPE)"
 	fi
 }
 
@@ -1258,6 +1317,111 @@ rocketmq_status() {
 		fi
 	done
 	return "$rc"
+}
+
+# ---------------------------------------------------------------- RocketMQ proxy
+
+# The RocketMQ 5 proxy, the endpoint of gRPC clients (rocketmq-client-java
+# 5.x and the other languages' 5.x clients): ProxyStartup in cluster mode,
+# a JVM of its own beside the broker (its jars in a cache folder of their
+# own), finding the brokers through the name server. It listens on all
+# interfaces: gRPC on ORDERFLOW_PROXY_PORT (default 8081) and the remoting
+# protocol on ORDERFLOW_PROXY_REMOTING_PORT (default 8080). orderflow itself
+# does not use it.
+PROXY_POM=$ROOT/deploy/rocketmq/proxy/pom.xml
+PROXY_VERSION=$(sed -n 's:.*<rocketmq.version>\(.*\)</rocketmq.version>.*:\1:p' "$PROXY_POM")
+PROXY_HOME_DIR=$CACHE/rocketmq-proxy-$PROXY_VERSION
+PROXY_PORT=${ORDERFLOW_PROXY_PORT:-8081}
+PROXY_REMOTING_PORT=${ORDERFLOW_PROXY_REMOTING_PORT:-8080}
+PROXY_DIR=$ROCKETMQ_DIR/proxy
+PROXY_PID=$PROXY_DIR/proxy.pid
+if [ "$ROCKETMQ_PROFILE" = ha ]; then
+	PROXY_LOG=$LOGS/rocketmq-ha-proxy.log
+else
+	PROXY_LOG=$LOGS/rocketmq-proxy.log
+fi
+
+# The Java clients the interop tests (package interop) publish with, besides
+# the remoting client among the broker's jars: rocketmq-client-java (gRPC,
+# its dependencies shaded into it) and Gson, a class path of their own.
+CLIENTS_POM=$ROOT/interop/java/pom.xml
+CLIENTS_VERSION=$(sed -n 's:.*<rocketmq-client-java.version>\(.*\)</rocketmq-client-java.version>.*:\1:p' "$CLIENTS_POM")
+CLIENTS_DIR=$CACHE/rocketmq-client-java-$CLIENTS_VERSION
+
+proxy_fetch() {
+	maven_fetch proxy "$PROXY_POM" "$PROXY_HOME_DIR" "rocketmq-proxy-$PROXY_VERSION.jar"
+}
+
+# clients_fetch: the interop tests' Java clients (see CLIENTS_POM); `up` of
+# every service fetches them once.
+clients_fetch() {
+	maven_fetch clients "$CLIENTS_POM" "$CLIENTS_DIR" "rocketmq-client-java-$CLIENTS_VERSION.jar"
+}
+
+proxy_running() { pid_alive "$PROXY_PID" "ProxyStartup"; }
+proxy_listening_or_gone() { ! proxy_running || port_open "$PROXY_PORT"; }
+
+# proxy_external_ok: whatever listens on the proxy port is a RocketMQ proxy
+# (another clone's stack).
+proxy_external_ok() {
+	local pid
+	pid=$(ss -ltnpH "sport = :$PROXY_PORT" 2>/dev/null | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -n1)
+	[ -n "$pid" ] && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q ProxyStartup
+}
+
+proxy_write_conf() {
+	cat >"$PROXY_DIR/rmq-proxy.json" <<EOF
+{
+  "rocketMQClusterName": "DefaultCluster",
+  "namesrvAddr": "127.0.0.1:$NAMESRV_PORT",
+  "proxyMode": "cluster",
+  "grpcServerPort": $PROXY_PORT,
+  "remotingListenPort": $PROXY_REMOTING_PORT,
+  "enablePrintJstack": false
+}
+EOF
+}
+
+proxy_up() {
+	java_check
+	proxy_fetch
+	mkdir -p "$PROXY_DIR"
+	wait_until "$HEALTH_TIMEOUT" proxy_listening_or_gone ||
+		fail proxy "running but not listening on port $PROXY_PORT within ${HEALTH_TIMEOUT}s" "$PROXY_LOG"
+	if proxy_running; then
+		say proxy "running (gRPC 127.0.0.1:$PROXY_PORT)"
+		return 0
+	fi
+	if port_open "$PROXY_PORT" && proxy_external_ok; then
+		external proxy "RocketMQ proxy on port $PROXY_PORT"
+		return 0
+	fi
+	port_open "$NAMESRV_PORT" ||
+		fail proxy "the name server 127.0.0.1:$NAMESRV_PORT is not running; start it first: scripts/stack.sh up rocketmq proxy"
+	require_free_port proxy "$PROXY_PORT"
+	require_free_port proxy "$PROXY_REMOTING_PORT"
+	proxy_write_conf
+	say proxy "starting on port $PROXY_PORT (gRPC) and $PROXY_REMOTING_PORT (remoting)"
+	echo "=== $(date -u +%FT%TZ) starting proxy" >>"$PROXY_LOG"
+	RMQ_HOME=$PROXY_HOME_DIR RMQ_USER_HOME=$PROXY_DIR rocketmq_cmd -Xms64m -Xmx192m -XX:MaxDirectMemorySize=64m -- \
+		org.apache.rocketmq.proxy.ProxyStartup -pc "$PROXY_DIR/rmq-proxy.json" -pm cluster
+	spawn "$PROXY_PID" "$PROXY_LOG" "${RMQ_CMD[@]}"
+	if ! wait_until "$HEALTH_TIMEOUT" port_open "$PROXY_PORT"; then
+		proxy_running || fail proxy "the proxy exited during startup: $(last_error "$PROXY_LOG")" "$PROXY_LOG"
+		fail proxy "not listening on port $PROXY_PORT within ${HEALTH_TIMEOUT}s" "$PROXY_LOG"
+	fi
+	say proxy "healthy: gRPC endpoint 127.0.0.1:$PROXY_PORT, name server 127.0.0.1:$NAMESRV_PORT"
+}
+
+proxy_down() { stop_pid proxy "$PROXY_PID" "ProxyStartup"; }
+
+proxy_status() {
+	if proxy_running; then
+		say proxy "running  127.0.0.1:$PROXY_PORT (gRPC), $PROXY_REMOTING_PORT (remoting)  pid $(cat "$PROXY_PID")  log $PROXY_LOG (details: $PROXY_DIR/logs/rocketmqlogs)"
+	else
+		say proxy "stopped  log $PROXY_LOG$(port_note "$PROXY_PORT")"
+		return 1
+	fi
 }
 
 # ---------------------------------------------------------------- Redis
@@ -1379,13 +1543,14 @@ redis_status() {
 
 # ---------------------------------------------------------------- main
 
-SERVICES_ALL=(postgres temporal rocketmq redis)
+SERVICES_ALL=(postgres temporal rocketmq proxy redis)
 
 svc_do() {
 	case $2 in
 	postgres) "pg_$1" ;;
 	temporal) "temporal_$1" ;;
 	rocketmq) "rocketmq_$1" ;;
+	proxy) "proxy_$1" ;;
 	redis) "redis_$1" ;;
 	esac
 }
@@ -1404,7 +1569,7 @@ main() {
 	if [ "${#svcs[@]}" -eq 0 ]; then svcs=("${SERVICES_ALL[@]}"); fi
 	for svc in "${svcs[@]}"; do
 		case $svc in
-		postgres | temporal | rocketmq | redis) ;;
+		postgres | temporal | rocketmq | proxy | redis) ;;
 		*)
 			echo "stack: unknown service '$svc' (known: ${SERVICES_ALL[*]})" >&2
 			exit 2
@@ -1418,6 +1583,7 @@ main() {
 		;;
 	up)
 		for svc in "${svcs[@]}"; do svc_do up "$svc"; done
+		if [ "$#" -eq 0 ]; then clients_fetch; fi
 		;;
 	down)
 		# A full `down` first stops the worker and bridge `make demo` left running.

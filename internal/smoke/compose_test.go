@@ -29,12 +29,13 @@ const (
 	portBroker     = "10911"
 	portWorker     = "9090"
 	portBridge     = "9091"
+	portProxy      = "8081" // the RocketMQ proxy's gRPC port
 )
 
 // composeServices are the services docker-compose.yml must define.
 var composeServices = []string{
 	"postgres", "temporal", "temporal-setup", "temporal-ui",
-	"rocketmq-namesrv", "rocketmq-broker", "rocketmq-topic", "redis", "worker", "starter",
+	"rocketmq-namesrv", "rocketmq-broker", "rocketmq-topic", "rocketmq-proxy", "redis", "worker", "starter",
 	"rocketmq-ha-namesrv", "rocketmq-ha-broker-0", "rocketmq-ha-broker-1", "rocketmq-ha-topic",
 	"jaeger",
 }
@@ -105,6 +106,10 @@ func TestDockerComposeCheckFindsMistakes(t *testing.T) {
 		{"unknown temporal host", "TEMPORAL_ADDRESS: temporal:7233\n  TEMPORAL_NAMESPACE", "TEMPORAL_ADDRESS: temporal-frontend:7233\n  TEMPORAL_NAMESPACE", "TEMPORAL_ADDRESS"},
 		{"UI port", `"8233:8080"`, `"8080:8080"`, "temporal-ui"},
 		{"topic", "-t ORDER_EVENTS", "-t ORDERS", "ORDER_EVENTS"},
+		{"topic of one message type", "-r 8 -w 8 -a +message.type=MIXED", "-r 8 -w 8", "MIXED"},
+		{"replicated topic with an attribute", "-c DefaultCluster -t ORDER_EVENTS -r 8 -w 8\n", "-c DefaultCluster -t ORDER_EVENTS -r 8 -w 8 -a +message.type=MIXED\n", "rocketmq-ha-topic"},
+		{"proxy on another name server", `"-n", "${ROCKETMQ_NAMESRV:-rocketmq-namesrv:9876}"`, `"-n", "rocketmq-namesrv:9877"`, "rocketmq-proxy"},
+		{"proxy port not published", `"8081:8081"`, `"8082:8081"`, "rocketmq-proxy"},
 		{"search attribute", "--name OrderStatus", "--name Status", "OrderStatus"},
 		{"worker command", `command: ["./worker"]`, `command: ["./bridge"]`, "worker"},
 		{"redis port", "REDIS_URL: redis://redis:6379/0", "REDIS_URL: redis://redis:6380/0", "REDIS_URL"},
@@ -301,6 +306,23 @@ func composeProblems(root string, p *types.Project) []string {
 			bad("service rocketmq-topic: %s %d, want at least 4 queues", flag, n)
 		}
 	}
+	// The topic takes every message type, which RocketMQ 5 clients check
+	// before they send FIFO or transactional messages; but not in the ha
+	// profile, whose RocketMQ 5.3.3 replica would fail to copy the master's
+	// topics (apache/rocketmq#9403).
+	if cmd := strings.Join(p.Services["rocketmq-topic"].Command, " "); !strings.Contains(cmd, "-a +message.type=MIXED") {
+		bad("service rocketmq-topic: want the topic created with -a +message.type=MIXED; command %q", cmd)
+	}
+	if cmd := strings.Join(p.Services["rocketmq-ha-topic"].Command, " "); strings.Contains(cmd, "message.type") {
+		bad("service rocketmq-ha-topic: a topic attribute stops the 5.3.3 replica's topic sync; command %q", cmd)
+	}
+	// The proxy (RocketMQ 5 gRPC clients) serves the name server the
+	// worker and the bridge use, and publishes its gRPC port.
+	proxyCmd := strings.Join(p.Services["rocketmq-proxy"].Command, " ")
+	if ns := env(p, "starter")["ROCKETMQ_NAMESRV"]; !strings.Contains(proxyCmd, "mqproxy") || !strings.Contains(proxyCmd, "-n "+ns) {
+		bad("service rocketmq-proxy: want mqproxy with -n %s (the bridge's name server); command %q", ns, proxyCmd)
+	}
+	publishes("rocketmq-proxy", portProxy, portProxy)
 	checkBrokerConf(root, p, &out)
 	return out
 }
@@ -405,7 +427,7 @@ func checkBrokerConf(root string, p *types.Project, out *[]string) {
 	nsPort := portOf(config.Defaults().RocketMQNamesrv)
 	want := map[string]map[string]string{
 		"rocketmq-broker": {"brokerIP1": "rocketmq-broker", "namesrvAddr": "rocketmq-namesrv:" + nsPort,
-			"listenPort": portBroker, "flushDiskType": "SYNC_FLUSH"},
+			"listenPort": portBroker, "flushDiskType": "SYNC_FLUSH", "enableMixedMessageType": "true"},
 		"rocketmq-ha-namesrv": {"enableControllerInNamesrv": "true", "listenPort": nsPort,
 			"controllerDLegerPeers": "n0-rocketmq-ha-namesrv:9878", "enableElectUncleanMaster": "false"},
 	}
