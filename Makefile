@@ -15,7 +15,7 @@ GOTEST_FLAGS ?= -count=1 -p 2 -timeout 30m
 # the client's closed flag written by Shutdown while a rebalance still sends
 # requests (#1115). The pinned version is the newest the module proxy serves.
 RACE ?= -race
-MQ_MATCH ?= /(internal/mq|internal/smoke|scenario|starter|producer|cmd/orderflow)$$
+MQ_MATCH ?= /(internal/mq|internal/smoke|scenario|starter|producer|cmd/orderflow|interop)$$
 # internal/mq's own concurrency (callbacks, Stop, lag) runs under the race
 # detector with a fake client: these tests use no RocketMQ client.
 MQ_RACE_TESTS ?= ^TestConsumer(ConcurrentCallbacksAndStop|LagKeepsTheNewestObservation)$$
