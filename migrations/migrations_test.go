@@ -336,3 +336,51 @@ func mustExec(t *testing.T, db *sql.DB, q string, args ...any) {
 		t.Fatalf("%s: %v", q, err)
 	}
 }
+
+// TestDeadLetterCompressionMigrationMarksOldOversizeRows: 00007 adds
+// body_compression; rows parked before it with the oversize reason of a
+// refused inflation are zlib (earlier releases inflated nothing else), the
+// others have none; a name it does not know is refused.
+func TestDeadLetterCompressionMigrationMarksOldOversizeRows(t *testing.T) {
+	db := sqlDB(t, false)
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS, goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(context.Background(), 6); err != nil {
+		t.Fatal(err)
+	}
+	// The fingerprints are 64 hex digits; f1..f3 stand for them below.
+	fp := func(n string) string { return strings.Repeat(n, 64) }
+	mustExec(t, db, `INSERT INTO dead_letters (fingerprint, topic, message_id, keys, tags, body, reason) VALUES
+		($1, 'T', 'm1', 'o-1', 'PAID', '\x789c', 'oversize: compressed body inflates past 65536 bytes'),
+		($2, 'T', 'm2', 'o-1', 'PAID', '\x28b52ffd', 'malformed_json: invalid character ''('' looking for beginning of value'),
+		($3, 'T', 'm3', 'o-1', 'PAID', '{}', 'oversize: 70000 bytes > 65536')`, fp("1"), fp("2"), fp("3"))
+	if err := migrations.Up(context.Background(), db); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	rows, err := db.Query(`SELECT left(fingerprint, 1), body_compression FROM dead_letters`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var f, c string
+		if err := rows.Scan(&f, &c); err != nil {
+			t.Fatal(err)
+		}
+		got["f"+f] = c
+	}
+	rows.Close()
+	if got["f1"] != "zlib" || got["f2"] != "" || got["f3"] != "" {
+		t.Errorf("body_compression by row %v, want f1:zlib and none for f2, f3", got)
+	}
+	for _, c := range []string{"gzip", "type 3", "ZSTD"} {
+		if _, err := db.Exec(`UPDATE dead_letters SET body_compression = $1 WHERE fingerprint = $2`, c, fp("2")); err == nil {
+			t.Errorf("body_compression %q accepted", c)
+		}
+	}
+	for _, c := range []string{"zstd", "lz4", "zlib", "type 5", ""} {
+		mustExec(t, db, `UPDATE dead_letters SET body_compression = $1 WHERE fingerprint = $2`, c, fp("2"))
+	}
+}

@@ -49,7 +49,8 @@ func Fingerprint(dl message.DeadLetter) string {
 //
 // The reason is required: an empty one is refused with an error wrapping
 // ErrInvalid, and nothing is written. The text fields must be storable
-// (message.Sanitize; the bridge's envelopes are); the body is stored as is.
+// (message.Sanitize; the bridge's envelopes are); the body is stored as is,
+// with the compression it is still in (Envelope.Compression), if any.
 func (s *Store) ParkDeadLetter(ctx context.Context, dl message.DeadLetter) (Parked, error) {
 	if strings.TrimSpace(dl.Reason) == "" {
 		return Parked{}, invalid(errors.New("dead letter reason is required"))
@@ -64,13 +65,13 @@ func parkDeadLetter(db *gorm.DB, dl message.DeadLetter) (Parked, error) {
 	}
 	var res Parked
 	res.Fingerprint = Fingerprint(dl)
-	err := db.Raw(`INSERT INTO dead_letters (fingerprint, topic, message_id, keys, tags, body, reason)
-		VALUES (?, ?, ?, ?, ?, ?, ?)
+	err := db.Raw(`INSERT INTO dead_letters (fingerprint, topic, message_id, keys, tags, body, reason, body_compression)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (fingerprint) DO UPDATE SET
 			times_seen = dead_letters.times_seen + 1, last_seen_at = now()
 		RETURNING id, times_seen`,
 		res.Fingerprint, dl.Topic, dl.MessageID, dl.Keys, dl.Tags, body,
-		message.Sanitize(strings.TrimSpace(dl.Reason), message.MaxReasonLen)).Row().
+		message.Sanitize(strings.TrimSpace(dl.Reason), message.MaxReasonLen), dl.Compression).Row().
 		Scan(&res.ID, &res.TimesSeen)
 	if err != nil {
 		return Parked{}, fmt.Errorf("park dead letter: %w", err)

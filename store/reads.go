@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -13,16 +14,19 @@ import (
 
 // DeadLetterRow is a parked message as stored.
 type DeadLetterRow struct {
-	ID          int64     `json:"id"`
-	Topic       string    `json:"topic"`
-	MessageID   string    `json:"message_id"`
-	Keys        string    `json:"keys"`
-	Tags        string    `json:"tags"`
-	Body        []byte    `json:"body"`
-	Reason      string    `json:"reason"`
-	TimesSeen   int64     `json:"times_seen"`
-	FirstSeenAt time.Time `json:"first_seen_at"`
-	LastSeenAt  time.Time `json:"last_seen_at"`
+	ID        int64  `json:"id"`
+	Topic     string `json:"topic"`
+	MessageID string `json:"message_id"`
+	Keys      string `json:"keys"`
+	Tags      string `json:"tags"`
+	Body      []byte `json:"body"`
+	// BodyCompression is the compression Body is still in ("zlib",
+	// "lz4", "zstd", "type N"), "" when it is as the producer wrote it.
+	BodyCompression string    `json:"body_compression,omitempty"`
+	Reason          string    `json:"reason"`
+	TimesSeen       int64     `json:"times_seen"`
+	FirstSeenAt     time.Time `json:"first_seen_at"`
+	LastSeenAt      time.Time `json:"last_seen_at"`
 	// ReplayedAt is when `orderflow dlq replay` re-delivered the message
 	// (nil: never), and ReplayOutcome the decision recorded for it then.
 	ReplayedAt    *time.Time `json:"replayed_at,omitempty"`
@@ -30,12 +34,59 @@ type DeadLetterRow struct {
 }
 
 // Envelope is the parked message as the bridge received it, to parse or
-// deliver again. A compressed body whose inflation was refused is parked
-// compressed with message.OversizeCompressed's reason; its envelope says so.
+// deliver again. A body still compressed carries its compression; one
+// whose inflation was refused (message.OversizeCompressed's reason) says
+// so, and is zlib when no compression is stored (a bridge of an earlier
+// release parked it: those inflated zlib only).
 func (d DeadLetterRow) Envelope() message.Envelope {
 	env := message.NewEnvelope(d.Topic, d.MessageID, d.Keys, d.Tags, d.Body, time.Time{}, false)
+	env.Compression = d.BodyCompression
 	env.InflateRefused = d.Reason == message.OversizeCompressed().Reason
+	if env.InflateRefused && env.Compression == "" {
+		env.Compression = compressionZlib
+	}
 	return env
+}
+
+// Compressions a stored body can be recognised by (LegacyCompression).
+const (
+	compressionZlib = "zlib"
+	compressionLZ4  = "lz4"
+	compressionZstd = "zstd"
+)
+
+// LegacyCompression is, for a dead letter an earlier release parked as
+// malformed_json with no compression stored, the compression its body's
+// magic number names: "zstd" (a frame, 28 B5 2F FD), "lz4" (a frame,
+// 04 22 4D 18) or "zlib" (a valid zlib header without a dictionary), and
+// "" otherwise. Those releases handed LZ4 and zstd bodies to the bridge
+// still compressed, as if they were plain; `orderflow dlq replay` decodes
+// such a body when it can and judges it as stored when it cannot.
+func (d DeadLetterRow) LegacyCompression() string {
+	if d.BodyCompression != "" || d.Kind() != message.KindMalformedJSON {
+		return ""
+	}
+	return compressionByMagic(d.Body)
+}
+
+// compressionByMagic names the compressed format body starts with, or "".
+func compressionByMagic(body []byte) string {
+	switch {
+	case bytes.HasPrefix(body, []byte{0x28, 0xb5, 0x2f, 0xfd}):
+		return compressionZstd
+	case bytes.HasPrefix(body, []byte{0x04, 0x22, 0x4d, 0x18}):
+		return compressionLZ4
+	case len(body) >= 2 && isZlibHeader(body[0], body[1]):
+		return compressionZlib
+	}
+	return ""
+}
+
+// isZlibHeader reports whether cmf and flg open a zlib stream (RFC 1950):
+// method 8 (deflate) with a window of at most 32 KiB, a header checksum
+// that divides by 31, and no preset dictionary.
+func isZlibHeader(cmf, flg byte) bool {
+	return cmf&0x0f == 8 && cmf>>4 <= 7 && (uint16(cmf)<<8|uint16(flg))%31 == 0 && flg&0x20 == 0
 }
 
 // Kind is the rejection kind of the dead letter: its reason's first word
@@ -89,7 +140,7 @@ func (f DeadLetterFilter) where() (string, []any) {
 }
 
 const deadLetterColumns = `id, topic, message_id, keys, tags, body, reason, times_seen, first_seen_at, last_seen_at,
-	replayed_at, coalesce(replay_outcome, '')`
+	replayed_at, coalesce(replay_outcome, ''), body_compression`
 
 // DeadLetters returns the dead letters f selects, oldest first, at most
 // f.Limit of them.
@@ -159,7 +210,7 @@ func scanDeadLetter(r interface{ Scan(...any) error }) (DeadLetterRow, error) {
 	var d DeadLetterRow
 	var replayed sql.NullTime
 	err := r.Scan(&d.ID, &d.Topic, &d.MessageID, &d.Keys, &d.Tags, &d.Body, &d.Reason, &d.TimesSeen, &d.FirstSeenAt, &d.LastSeenAt,
-		&replayed, &d.ReplayOutcome)
+		&replayed, &d.ReplayOutcome, &d.BodyCompression)
 	if replayed.Valid {
 		t := replayed.Time
 		d.ReplayedAt = &t
