@@ -61,7 +61,7 @@ func runDLQList(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	s := config.NewSet("dlq list", "Usage: orderflow dlq list [flags]   (parked messages, oldest first)", stderr)
 	cfg.RegisterDatabase(s)
 	d := func(flag, usage string) config.Setting { return config.Own("ORDERFLOW_DLQ_", flag, usage) }
-	s.String(&f.Kind, "", d("reason", "only this rejection kind (conflict, oversize, malformed_json, missing_field, invalid_field, not_object)"))
+	s.String(&f.Kind, "", d("reason", "only this rejection kind (conflict, oversize, undecodable, malformed_json, missing_field, invalid_field, not_object)"))
 	s.String(&f.OrderID, "", d("order", "only the dead letters whose keys name this order"))
 	s.String(&since, "", d("since", "only those last seen since this RFC 3339 time or this long ago (24h)"))
 	s.Int(&f.Limit, 100, d("limit", "list at most this many (at least 1)"))
@@ -166,6 +166,9 @@ func runDLQShow(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		d.FirstSeenAt.UTC().Format(time.RFC3339), d.LastSeenAt.UTC().Format(time.RFC3339))
 	if d.ReplayedAt != nil {
 		fmt.Fprintf(stdout, "  replayed:   %s\n", replayed(d))
+	}
+	if d.BodyCompression != "" {
+		fmt.Fprintf(stdout, "  compression: %s (the body as stored)\n", d.BodyCompression)
 	}
 	if utf8.Valid(d.Body) && !strings.ContainsRune(string(d.Body), 0) {
 		fmt.Fprintf(stdout, "  body (%d bytes):\n%s\n", len(d.Body), safeBody(string(d.Body)))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/orderflow/orderflow/config"
 	"github.com/orderflow/orderflow/fsm"
+	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/store"
 	"github.com/orderflow/orderflow/workflows"
@@ -52,6 +54,12 @@ type replayItem struct {
 	// Reason explains the judgement: the rejection, or the decision's
 	// reason.
 	Reason string `json:"reason,omitempty"`
+	// Compression is the compression the dead letter's body is stored in,
+	// which the replay decodes before judging it: stored with the row, or
+	// named by the body's magic number for a row an earlier release parked
+	// as malformed_json (then only when the body decodes, or inflates past
+	// the bound).
+	Compression string `json:"compression,omitempty"`
 
 	event fsm.Event
 	env   message.Envelope
@@ -69,12 +77,13 @@ type replaySummary struct {
 }
 
 // runDLQReplay is `orderflow dlq replay`: each selected dead letter is
-// parsed again and judged against the current rows; a valid event that is
-// no conflict is re-delivered to its order's workflow as the bridge
-// delivers (SignalWithStart, the parked message as its source) and the
-// dead letter is marked replayed with the outcome. Invalid messages and
-// conflicts stay parked as they are. A dead letter marked replayed is never
-// delivered again.
+// decoded again if its body is still compressed (decodeStored), parsed
+// again and judged against the current rows; a valid event that is no
+// conflict is re-delivered to its order's workflow as the bridge delivers
+// (SignalWithStart, the parked message as its source) and the dead letter
+// is marked replayed with the outcome. Invalid messages and conflicts stay
+// parked as they are. A dead letter marked replayed is never delivered
+// again.
 func runDLQReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var (
 		cfg           config.Config
@@ -88,7 +97,7 @@ func runDLQReplay(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	cfg.RegisterDatabase(s)
 	cfg.RegisterTemporal(s)
 	d := func(flag, usage string) config.Setting { return config.Own("ORDERFLOW_DLQ_", flag, usage) }
-	s.String(&f.Kind, "", d("reason", "only this rejection kind (conflict, oversize, malformed_json, missing_field, invalid_field, not_object)"))
+	s.String(&f.Kind, "", d("reason", "only this rejection kind (conflict, oversize, undecodable, malformed_json, missing_field, invalid_field, not_object)"))
 	s.String(&f.OrderID, "", d("order", "only the dead letters whose keys name this order"))
 	s.String(&since, "", d("since", "only those last seen since this RFC 3339 time or this long ago (24h)"))
 	s.Int(&f.Limit, 1000, d("limit", "look at most at this many dead letters"))
@@ -181,7 +190,8 @@ func judgeDeadLetters(ctx context.Context, db *store.Store, f store.DeadLetterFi
 
 // judge says what a replay would do with dead letter d now.
 func judge(ctx context.Context, db *store.Store, d store.DeadLetterRow) (*replayItem, error) {
-	it := &replayItem{ID: d.ID, Kind: d.Kind(), env: d.Envelope()}
+	it := &replayItem{ID: d.ID, Kind: d.Kind()}
+	it.env, it.Compression = decodeStored(d)
 	r := message.Parse(it.env)
 	if r.Rejection != nil {
 		it.Now, it.Reason = nowInvalid, r.Rejection.Reason
@@ -202,6 +212,39 @@ func judge(ctx context.Context, db *store.Store, d store.DeadLetterRow) (*replay
 		it.Action = actionWouldDeliver
 	}
 	return it, nil
+}
+
+// decodeStored is dead letter d's envelope with its body decoded as the
+// bridge's client decodes a body it receives, bounded by
+// message.MaxBodySize, and the compression of the stored body ("" when it
+// is not compressed). The compression is the one stored with the row or, for
+// a row an earlier release parked as malformed_json from an LZ4 or zstd
+// body it could not decode, the one the body's magic number names. A body
+// that would inflate past the bound stays as stored, refused (oversize);
+// one that cannot be decoded stays as stored with the error (undecodable),
+// except a body recognised only by its magic number, which is judged as
+// stored, as it was parked.
+func decodeStored(d store.DeadLetterRow) (message.Envelope, string) {
+	env := d.Envelope()
+	compression, byMagic := env.Compression, false
+	if compression == "" {
+		compression, byMagic = d.LegacyCompression(), true
+	}
+	if compression == "" {
+		return env, ""
+	}
+	body, err := mq.Decompress(compression, env.Body, message.MaxBodySize)
+	switch {
+	case err == nil:
+		env.Body, env.Compression, env.InflateRefused, env.DecodeError = body, "", false, ""
+	case errors.Is(err, mq.ErrInflateLimit):
+		env.Compression, env.InflateRefused = compression, true
+	case !byMagic:
+		env.InflateRefused, env.DecodeError = false, err.Error()
+	default:
+		return env, ""
+	}
+	return env, compression
 }
 
 // deliverDeadLetters re-delivers the items a replay delivers, marks each
