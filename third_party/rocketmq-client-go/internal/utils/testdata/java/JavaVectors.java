@@ -7,7 +7,7 @@ import org.apache.rocketmq.common.compression.CompressorFactory;
 
 /**
  * Writes the test vectors of this folder with the compressors of the RocketMQ
- * Java client (rocketmq-common), as a producer compresses a body over 4 KiB:
+ * Java client (rocketmq-common), as a producer compresses a body of 4 KiB or more:
  * event.json at the client's default level (5), and 1 MiB of zeros (a bomb),
  * each as LZ4, ZSTD and ZLIB; event.json also at the highest level of ZSTD
  * (22, whose frames declare a 128 MiB window) and of ZLIB (9).
