@@ -46,7 +46,7 @@ TEMPORAL ?= $(or $(ORDERFLOW_TEMPORAL_PROFILE),dev)
 TEMPORAL := $(TEMPORAL)
 export ORDERFLOW_TEMPORAL_PROFILE := $(TEMPORAL)
 
-.PHONY: up down status deps test test-short lint vet demo bench chaos
+.PHONY: up down status deps test test-short test-third-party lint vet demo bench chaos
 
 ## up: start PostgreSQL, Temporal (UI on :8233), RocketMQ (with its proxy) and Redis where not running
 up:
@@ -95,6 +95,12 @@ chaos:
 ## test-short: the unit tests only, no service needed (about 20 s)
 test-short:
 	$(GO) test -short -count=1 ./...
+	$(MAKE) test-third-party RACE=
+
+## test-third-party: the tests of the patched RocketMQ client, a module of
+## its own that ./... does not reach (no service needed)
+test-third-party:
+	cd third_party/rocketmq-client-go && $(GO) test $(RACE) -count=1 ./internal/utils ./primitive
 
 ## test: bring the stack up, then vet and run every test against it
 test: up lint
@@ -103,6 +109,7 @@ test: up lint
 	$(GO) test $(GOTEST_FLAGS) $$($(GO) list ./... | grep -E '$(MQ_MATCH)')
 	$(GO) test $(RACE) $(GOTEST_FLAGS) -run '$(MQ_RACE_TESTS)' ./internal/mq
 	$(GO) test $(GOTEST_FLAGS) $$($(GO) list ./... | grep -E '$(SERIAL_MATCH)')
+	$(MAKE) test-third-party
 
 ## deploy-check: helm lint and helm template of deploy/helm/orderflow (default,
 ## production and ci values), validated by kubeconform; helm, kubeconform and
