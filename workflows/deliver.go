@@ -7,6 +7,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/message"
@@ -16,6 +17,33 @@ import (
 // ErrDeliver is wrapped by every error Deliver returns for an event that
 // did not reach its workflow.
 var ErrDeliver = errors.New("deliver order event")
+
+// BlobSizeLimit is the Temporal server's default limit on one payload
+// (dynamic config limit.blobSize.error, 2 MiB): a signal whose input is
+// larger is refused with InvalidArgument "Blob data size exceeds limit.",
+// and a request over gRPC's 4 MiB message limit with ResourceExhausted
+// ("grpc: received message ... larger than max"). Both are permanent.
+const BlobSizeLimit = 2 << 20
+
+// SignalBudget bounds the encoded input of one signal the bridge sends
+// (EncodedSize): the server's and the SDK's warning limit
+// (limit.blobSize.warn, client.PayloadLimitOptions), a quarter of
+// BlobSizeLimit. Any one delivery of a valid event fits in it (the
+// contract bounds the body; see FuzzDelivery); a batch over it goes in
+// several signals.
+const SignalBudget = 512 << 10
+
+// EncodedSize is the size of v as a signal's input: the payloads the SDK's
+// default data converter makes of it, as the server measures them. Its
+// error is the converter's when it cannot encode v (the SDK would fail the
+// same way before sending).
+func EncodedSize(v any) (int, error) {
+	p, err := converter.GetDefaultDataConverter().ToPayloads(v)
+	if err != nil {
+		return 0, err
+	}
+	return p.Size(), nil
+}
 
 // StartOptions returns the options with which the bridge signal-starts an
 // order's workflow: ID "order:{order_id}", the given task queue, an existing

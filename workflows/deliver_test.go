@@ -59,3 +59,40 @@ func TestDeliverRefusesEmptyTaskQueue(t *testing.T) {
 		t.Fatal("Deliver with an empty task queue succeeded")
 	}
 }
+
+// A batch signal is no larger than the sum of its deliveries' sizes, each
+// measured alone: the bridge's budget adds those up. The figure also
+// matches the encoding by hand: the JSON of the value plus the payload's
+// metadata ("encoding": "json/plain") and its protobuf framing.
+func TestEncodedSize(t *testing.T) {
+	body := []byte(`{"order_id":"A-1"}`)
+	var ds []Delivery
+	sum := 0
+	for v := int64(1); v <= 5; v++ {
+		src := &message.Envelope{Topic: "T", MessageID: "M", Keys: "A-1", Tags: "PAID", Body: body}
+		d := Delivery{Event: testEvent("A-1", v, fsm.Paid), Source: src}
+		n, err := EncodedSize(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds = append(ds, d)
+		sum += n
+	}
+	n, err := EncodedSize(Batch{Deliveries: ds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n > sum {
+		t.Errorf("a batch of 5 encodes to %d bytes, more than its deliveries alone (%d)", n, sum)
+	}
+	// "x" as JSON is 3 bytes. The payload: its metadata entry, key
+	// "encoding" (8) and value "json/plain" (10) each with a tag and a
+	// length byte (22), the entry framed (24); its data framed (5): 29.
+	// The payloads hold it framed: 31.
+	if n, err := EncodedSize("x"); err != nil || n != 31 {
+		t.Errorf(`EncodedSize("x") = %d, %v; want 31`, n, err)
+	}
+	if _, err := EncodedSize(make(chan int)); err == nil {
+		t.Error("EncodedSize of a channel succeeded, want the converter's error")
+	}
+}
