@@ -1,17 +1,21 @@
 // Package bridge turns one RocketMQ message into a durable effect: a
 // SignalWithStart of the order's workflow for a valid event, a
-// dead_letters row for an invalid message (message.Parse decides). Its
-// Handler acknowledges a message only after that effect is durable and
-// retries in-process, with backoff, while Temporal or PostgreSQL is down.
-// A valid event that the duplicate filter (package dedup) confirms was
-// already durably signalled or recorded is acked without a signal, and so
-// is a copy of an event this process was delivering, once that delivery
-// succeeded. The consumer that feeds it is internal/mq's; the process is
-// starter.
+// dead_letters row for an invalid message (message.Parse decides) or for a
+// valid event the engine refuses for good or that could not be delivered
+// for longer than a bound (undeliverable). Its Handler acknowledges a
+// message only after that effect is durable. Every error it meets has a
+// class (package errclass): a transient one is retried in-process, with
+// backoff, then the message goes back to the broker; a permanent one stops
+// the retries at once. A valid event that the duplicate filter (package
+// dedup) confirms was already durably signalled or recorded is acked
+// without a signal, and so is a copy of an event this process was
+// delivering, once that delivery succeeded. The consumer that feeds it is
+// internal/mq's; the process is starter.
 package bridge
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -23,6 +27,7 @@ import (
 
 	"github.com/orderflow/orderflow/dedup"
 	"github.com/orderflow/orderflow/fsm"
+	"github.com/orderflow/orderflow/internal/errclass"
 	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/internal/spanattr"
 	"github.com/orderflow/orderflow/message"
@@ -38,8 +43,8 @@ const (
 // Temporal has accepted it (the signal is in the workflow's history).
 type DeliverFunc func(ctx context.Context, e fsm.Event, src message.Envelope) error
 
-// ParkFunc stores an invalid message in dead_letters and returns once the
-// row is committed.
+// ParkFunc stores a message in dead_letters (an invalid one, or an
+// undeliverable event) and returns once the row is committed.
 type ParkFunc func(ctx context.Context, dl message.DeadLetter) error
 
 // RetryPolicy bounds the bridge's in-process retries of one message before
@@ -71,6 +76,14 @@ type Handler struct {
 	metrics     *Metrics
 	retry       RetryPolicy
 	now         func() time.Time
+	// bound: a valid event whose message has been failing this long
+	// (mq.Failing at maxLevel) is parked as undeliverable; 0: never.
+	bound    time.Duration
+	maxLevel int
+	// size measures an event in a signal; a DeliverManyFunc signal holds
+	// at most budget bytes of them. nil or 0: no bound.
+	size   SizeFunc
+	budget int
 }
 
 // NewHandler returns a Handler that delivers valid events with deliver,
@@ -89,6 +102,33 @@ func NewHandler(log *slog.Logger, deliver DeliverFunc, park ParkFunc, m *Metrics
 // returns h.
 func (h *Handler) WithDedup(f *dedup.Filter) *Handler {
 	h.dedup = f
+	return h
+}
+
+// WithDeliveryBound makes h park a valid event it cannot deliver (the
+// error is transient, the retries are spent) in dead_letters as
+// undeliverable, "undeliverable: not delivered for <d>: <last error>", once
+// its message has been failing for at least after: mq.Failing of the
+// message, whose consumer caps its redelivery delay at maxRetryDelayLevel.
+// The message is then acked instead of going back to the broker, so that
+// no message is retried for ever (nor reaches the broker's %DLQ%). Call it
+// before h handles messages. It returns h.
+func (h *Handler) WithDeliveryBound(after time.Duration, maxRetryDelayLevel int) *Handler {
+	h.bound, h.maxLevel = after, maxRetryDelayLevel
+	return h
+}
+
+// SizeFunc is the encoded size, in bytes, of an event in a signal;
+// its error says the event cannot be encoded at all.
+type SizeFunc func(Item) (int, error)
+
+// WithSignalBudget makes h put the events of one order that go to the
+// DeliverManyFunc in as many signals as it takes for each to hold at most
+// budget bytes, as size measures them, in order; an event alone over the
+// budget (or that size cannot measure) goes in a signal of its own. Call it
+// before h handles messages. It returns h.
+func (h *Handler) WithSignalBudget(size SizeFunc, budget int) *Handler {
+	h.size, h.budget = size, budget
 	return h
 }
 
@@ -140,6 +180,13 @@ type pending struct {
 	shares *pending
 	// delivered: the event is durably signalled.
 	delivered bool
+	// undelivered is the transient error that kept the event from its
+	// workflow this time (err holds it too, unless the message was
+	// parked as undeliverable since).
+	undelivered error
+	// parked is the reason under which the event was parked as
+	// undeliverable; a copy sharing its delivery is parked with it.
+	parked string
 }
 
 // orderGroups are valid events to deliver, by order, in the batch's order.
@@ -228,6 +275,9 @@ func (h *Handler) HandleBatch(ctx context.Context, msgs []*primitive.MessageExt)
 	for _, p := range ps {
 		if p.err == nil && p.result == "" {
 			p.err = fmt.Errorf("message %s: not handled", p.m.MsgId)
+			if firstErr != nil {
+				p.err = fmt.Errorf("message %s: not handled: another message of the batch failed: %w", p.m.MsgId, firstErr)
+			}
 		}
 		result := p.result
 		if p.err != nil {
@@ -329,11 +379,14 @@ func (h *Handler) awaitFollowed(ctx context.Context, ps, followers []*pending) {
 }
 
 // share settles p, which shares the delivery of p.shares: a duplicate once
-// that delivery succeeded, failed with it otherwise.
+// that delivery succeeded, parked with it when it was parked as
+// undeliverable, failed with it otherwise.
 func (h *Handler) share(p *pending) {
 	switch s := p.shares; {
 	case s.delivered:
 		h.ackDuplicate(p)
+	case s.parked != "":
+		h.parkUndeliverable(p, s.parked)
 	case s.err != nil:
 		p.err = fmt.Errorf("message %s: the delivery of message %s, with the same event, failed: %w", p.m.MsgId, s.m.MsgId, s.err)
 	default:
@@ -421,67 +474,216 @@ func (h *Handler) prepare(ctx context.Context, p *pending) (bool, error) {
 	return true, nil
 }
 
-// deliverOrder delivers the events of one order, in order: all in one
-// call of the DeliverManyFunc when there is one and several events, else
-// one call of the DeliverFunc each. It sets each pending's result or err,
-// and ends the in-flight entry of each event it delivered.
+// deliverOrder delivers the events of one order, in order: with the
+// DeliverManyFunc in as few signals as the signal budget allows, else one
+// call of the DeliverFunc each. An event the engine refuses for good is
+// parked as undeliverable and the others go on without it; a transient
+// failure stops the order there (no later event of it overtakes an earlier
+// one), and the events not delivered go back to the broker, or are parked
+// as undeliverable when their messages have been failing past the bound.
+// It sets each pending's result or err, and ends the in-flight entry of
+// each event it delivered.
 func (h *Handler) deliverOrder(ps []*pending) {
-	var err error
-	if h.deliverMany != nil && len(ps) > 1 {
-		items := make([]Item, len(ps))
-		for i, p := range ps {
-			items[i] = p.item
+	sizes := h.sizes(ps)
+	for i := 0; i < len(ps); {
+		n := h.signalLen(ps[i:], sizes)
+		if err := h.deliverRun(ps[i : i+n]); err != nil {
+			for _, p := range ps[i+n:] {
+				p.err, p.undelivered = err, err
+			}
+			break
 		}
-		// The signal carries the first message's trace; the others'
-		// spans end at the bridge (design.md §2.9).
-		log := ps[0].log.With("batch", len(ps))
-		err = step(ps[0].ctx, "deliver", func(ctx context.Context) error {
-			return h.attempt(ctx, log, targetTemporal, func(ctx context.Context) error {
-				return h.deliverMany(ctx, ps[0].item.Event.OrderID, items)
-			})
-		})
-		if err != nil {
-			log.Error("cannot deliver events to Temporal; the broker will deliver them again", "err", err)
-		}
+		i += n
 	}
 	for _, p := range ps {
-		if err != nil {
-			p.err = err
-			continue
+		if p.undelivered != nil {
+			h.parkOverdue(p)
 		}
-		if h.deliverMany == nil || len(ps) == 1 {
-			e, env := p.item.Event, p.item.Source
-			err = step(p.ctx, "deliver", func(ctx context.Context) error {
-				return h.attempt(ctx, p.log, targetTemporal, func(ctx context.Context) error { return h.deliver(ctx, e, env) })
-			})
-			if err != nil {
-				p.log.Error("cannot deliver event to Temporal; the broker will deliver it again", "err", err)
-				p.err = err
-				continue
-			}
-		}
-		e := p.item.Event
-		p.delivered = true
-		if h.dedup != nil {
-			h.dedup.Delivered(p.ctx, e)
-		}
-		if p.lead != nil {
-			// After Delivered: a copy that no longer finds the entry
-			// finds the event in the Bloom filter and Redis.
-			p.lead.Done(true)
-		}
-		h.metrics.eventLatency.Observe(h.now().Sub(e.OccurredAt).Seconds())
-		p.log.Debug("event signalled")
-		if err = h.recordSeq(p.ctx, p.log, e.ProducerID, e.Seq); err != nil {
-			p.err = err
-			continue
-		}
-		p.result = ResultSignalled
 	}
 }
 
+// sizes are the encoded sizes of ps's events, by pending, when signals
+// have a budget (-1 for an event that cannot be measured); nil otherwise.
+func (h *Handler) sizes(ps []*pending) map[*pending]int {
+	if h.deliverMany == nil || h.size == nil || h.budget <= 0 {
+		return nil
+	}
+	out := make(map[*pending]int, len(ps))
+	for _, p := range ps {
+		n, err := h.size(p.item)
+		if err != nil {
+			n = -1
+		}
+		out[p] = n
+	}
+	return out
+}
+
+// signalLen is how many of the order's next events, ps, go in one signal:
+// one without the DeliverManyFunc; with it, all of them without a budget,
+// else as many as fit in the budget by their sizes, at least one. An event
+// that cannot be measured goes alone.
+func (h *Handler) signalLen(ps []*pending, sizes map[*pending]int) int {
+	switch {
+	case h.deliverMany == nil:
+		return 1
+	case sizes == nil:
+		return len(ps)
+	}
+	total := 0
+	for i, p := range ps {
+		n := sizes[p]
+		switch {
+		case n < 0 && i == 0:
+			return 1
+		case n < 0 || (i > 0 && total+n > h.budget):
+			return i
+		}
+		total += n
+	}
+	return len(ps)
+}
+
+// deliverRun delivers run, events of one order, in one signal, and settles
+// each delivered one. When the engine refuses the signal for good, it
+// looks for the culprit: it delivers each half of run on its own, in
+// order, down to single events, and parks a single event refused for good
+// as undeliverable. It returns the transient error that stopped it; each
+// event of run not delivered then carries that error.
+func (h *Handler) deliverRun(run []*pending) error {
+	err := h.signal(run)
+	if err == nil {
+		for _, p := range run {
+			h.signalled(p)
+		}
+		return nil
+	}
+	if r, ok := refused(err); ok {
+		if len(run) == 1 {
+			h.parkUndeliverable(run[0], undeliverable(r.err.Error()))
+			return nil
+		}
+		half := len(run) / 2
+		run[0].log.Warn("Temporal refused a signal of several events for good; delivering its halves apart to find the culprit",
+			"batch", len(run), "err", err)
+		if err := h.deliverRun(run[:half]); err != nil {
+			for _, p := range run[half:] {
+				p.err, p.undelivered = err, err
+			}
+			return err
+		}
+		return h.deliverRun(run[half:])
+	}
+	for _, p := range run {
+		p.err, p.undelivered = err, err
+	}
+	return err
+}
+
+// signal delivers run in one signal, with its retries: a single event with
+// the DeliverFunc, several with the DeliverManyFunc (the signal carries
+// the first message's trace; the others' spans end at the bridge,
+// design.md §2.9).
+func (h *Handler) signal(run []*pending) error {
+	first := run[0]
+	var err error
+	if len(run) == 1 {
+		e, env := first.item.Event, first.item.Source
+		err = step(first.ctx, "deliver", func(ctx context.Context) error {
+			return h.attempt(ctx, first.log, targetTemporal, func(ctx context.Context) error { return h.deliver(ctx, e, env) })
+		})
+	} else {
+		items := make([]Item, len(run))
+		for i, p := range run {
+			items[i] = p.item
+		}
+		err = step(first.ctx, "deliver", func(ctx context.Context) error {
+			return h.attempt(ctx, first.log.With("batch", len(run)), targetTemporal, func(ctx context.Context) error {
+				return h.deliverMany(ctx, first.item.Event.OrderID, items)
+			})
+		})
+	}
+	if err != nil {
+		first.log.Error("cannot deliver to Temporal", "events", len(run), "err", err)
+	}
+	return err
+}
+
+// signalled settles p, whose event is durably signalled: the duplicate
+// filter learns it, its in-flight entry ends, and once its sequence number
+// is recorded it is acked.
+func (h *Handler) signalled(p *pending) {
+	e := p.item.Event
+	p.delivered = true
+	if h.dedup != nil {
+		h.dedup.Delivered(p.ctx, e)
+	}
+	if p.lead != nil {
+		// After Delivered: a copy that no longer finds the entry
+		// finds the event in the Bloom filter and Redis.
+		p.lead.Done(true)
+	}
+	h.metrics.eventLatency.Observe(h.now().Sub(e.OccurredAt).Seconds())
+	p.log.Debug("event signalled")
+	if err := h.recordSeq(p.ctx, p.log, e.ProducerID, e.Seq); err != nil {
+		p.err = err
+		return
+	}
+	p.result = ResultSignalled
+}
+
+// parkOverdue parks p, whose event could not be delivered this time, as
+// undeliverable when its message has been failing for the bound or longer
+// (mq.Failing); otherwise, and while the bridge is stopping, p goes back
+// to the broker.
+func (h *Handler) parkOverdue(p *pending) {
+	if h.bound <= 0 || p.ctx.Err() != nil {
+		return
+	}
+	failing := mq.Failing(p.m, h.maxLevel, h.now())
+	if failing < h.bound {
+		p.log.Info("event not delivered; the broker will deliver it again", "failing_for", failing.Round(time.Second).String(),
+			"bound", h.bound.String())
+		return
+	}
+	h.parkUndeliverable(p, undeliverable(fmt.Sprintf("not delivered for %s: %v", failing.Round(time.Second), p.undelivered)))
+}
+
+// undeliverable is the reason of an undeliverable event's dead letter:
+// detail after the kind, storable and bounded.
+func undeliverable(detail string) string {
+	return message.Sanitize(message.KindUndeliverable+": "+detail, message.MaxReasonLen)
+}
+
+// parkUndeliverable parks p's message, a valid event that cannot reach its
+// workflow, in dead_letters with reason, then records its sequence number:
+// p is acked as parked. While parking fails, p goes back to the broker
+// (never acked).
+func (h *Handler) parkUndeliverable(p *pending, reason string) {
+	dl := message.DeadLetter{Envelope: p.item.Source, Reason: reason}
+	p.span.SetAttributes(spanattr.ParkReason.String(reason))
+	err := step(p.ctx, "park", func(ctx context.Context) error {
+		return h.attempt(ctx, p.log, targetPostgres, func(ctx context.Context) error { return h.park(ctx, dl) })
+	})
+	if err != nil {
+		p.log.Error("cannot park undeliverable event; the broker will deliver it again", "reason", reason, "err", err)
+		p.err = fmt.Errorf("message %s: park undeliverable event: %w", p.m.MsgId, err)
+		return
+	}
+	p.parked, p.err, p.undelivered = reason, nil, nil
+	h.metrics.rejections.WithLabelValues(message.KindUndeliverable).Inc()
+	p.log.Warn("undeliverable event parked in dead_letters", "reason", reason)
+	e := p.item.Event
+	if err := h.recordSeq(p.ctx, p.log, e.ProducerID, e.Seq); err != nil {
+		p.err = err
+		return
+	}
+	p.result = ResultParked
+}
+
 // attempt runs f until it succeeds, the retry budget is spent or ctx is done,
-// with exponential backoff (and jitter) between attempts.
+// with exponential backoff (and jitter) between attempts. A permanent error
+// (errclass) stops it at once: it returns a *refusal.
 func (h *Handler) attempt(ctx context.Context, log *slog.Logger, target string, f func(context.Context) error) error {
 	n := 0
 	var last error
@@ -492,6 +694,9 @@ func (h *Handler) attempt(ctx context.Context, log *slog.Logger, target string, 
 		if err := f(actx); err != nil {
 			h.metrics.attemptErrors.WithLabelValues(target).Inc()
 			last = err
+			if errclass.Of(err) == errclass.Permanent {
+				return struct{}{}, backoff.Permanent(err)
+			}
 			return struct{}{}, err
 		}
 		return struct{}{}, nil
@@ -505,10 +710,30 @@ func (h *Handler) attempt(ctx context.Context, log *slog.Logger, target string, 
 	switch {
 	case err == nil:
 		return nil
+	case errclass.Of(last) == errclass.Permanent:
+		return &refusal{target: target, err: last}
 	case ctx.Err() != nil:
 		return fmt.Errorf("%s: attempt %d: %w (stopping: %w)", target, n, last, ctx.Err())
 	}
 	return fmt.Errorf("%s: gave up after %d attempts: %w", target, n, err)
+}
+
+// refusal is the error of an attempt stopped by a permanent error: the
+// target refused the input, and no retry can change that.
+type refusal struct {
+	target string
+	err    error
+}
+
+func (r *refusal) Error() string { return r.target + ": refused: " + r.err.Error() }
+
+func (r *refusal) Unwrap() error { return r.err }
+
+// refused reports whether err is, or wraps, a refusal.
+func refused(err error) (*refusal, bool) {
+	var r *refusal
+	ok := errors.As(err, &r)
+	return r, ok
 }
 
 // envelope is the message as received, for message.Parse: a body the

@@ -15,8 +15,10 @@ type RecordFunc func(ctx context.Context, producerID string, seq int64) error
 // acknowledges, with r, after the message's effect is durable: a valid
 // event's, and an invalid message's when its body still carries both. A
 // message is acknowledged only once its number is recorded; while that
-// fails, it is retried and handed back like a failed delivery. Call it
-// before h handles messages. It returns h.
+// fails transiently, it is retried and handed back like a failed delivery.
+// A number PostgreSQL refuses for good (errclass) is logged and left out:
+// the message is acknowledged without it. Call it before h handles
+// messages. It returns h.
 func (h *Handler) WithRecorder(r RecordFunc) *Handler {
 	h.record = r
 	return h
@@ -29,6 +31,11 @@ func (h *Handler) recordSeq(ctx context.Context, log *slog.Logger, producerID st
 		return nil
 	}
 	err := h.attempt(ctx, log, targetPostgres, func(ctx context.Context) error { return h.record(ctx, producerID, seq) })
+	if _, ok := refused(err); ok {
+		log.Error("the message's sequence number cannot be recorded; acked without it",
+			"producer_id", producerID, "seq", seq, "err", err)
+		return nil
+	}
 	if err != nil {
 		log.Error("cannot record the message's sequence number; the broker will deliver it again",
 			"producer_id", producerID, "seq", seq, "err", err)
