@@ -750,10 +750,16 @@ func envelope(m *primitive.MessageExt) message.Envelope {
 	return env
 }
 
-// originalMessageID is the ID the producer's send returned: a message the
-// broker delivers again through the retry topic carries a new ID and the
-// original one as a property.
+// originalMessageID is the ID the producer's send returned: the message's
+// UNIQ_KEY property, which every delivery carries, redeliveries through
+// the retry topic included (RocketMQ 5.3: internal/mq's redelivery test).
+// A message without one (a producer that sets none) has the broker's ID,
+// which a redelivery replaces with a new one, keeping the first as
+// ORIGIN_MESSAGE_ID.
 func originalMessageID(m *primitive.MessageExt) string {
+	if id := m.GetProperty(primitive.PropertyUniqueClientMessageIdKeyIndex); id != "" {
+		return id
+	}
 	if id := m.GetProperty(primitive.PropertyOriginMessageId); id != "" {
 		return id
 	}

@@ -270,3 +270,39 @@ func TestHandleBatchFailsWholeWhenOneOrderFails(t *testing.T) {
 		t.Errorf("signalled = %v, want 2 (order A's messages)", v)
 	}
 }
+
+// A dead letter names the message by the ID its producer's send returned:
+// UNIQ_KEY, kept across redeliveries, rather than the broker's ID of the
+// first copy that a redelivery carries as ORIGIN_MESSAGE_ID.
+func TestDeadLetterKeepsTheProducersMessageID(t *testing.T) {
+	var parked []message.DeadLetter
+	h := testHandler(t, noDeliver(t), func(_ context.Context, dl message.DeadLetter) error {
+		parked = append(parked, dl)
+		return nil
+	})
+	first := msg(`{"order_id":`)
+	first.MsgId = "C0A8000100002A9F0000000000000001"
+	first.WithProperty(primitive.PropertyUniqueClientMessageIdKeyIndex, first.MsgId)
+	again := msg(`{"order_id":`)
+	again.MsgId = first.MsgId
+	again.WithProperty(primitive.PropertyUniqueClientMessageIdKeyIndex, first.MsgId)
+	again.WithProperty(primitive.PropertyOriginMessageId, "7F00000100002A9F00000000000004D2")
+	again.ReconsumeTimes = 1
+	legacy := msg(`{"order_id":`)
+	legacy.MsgId = "7F00000100002A9F0000000000000999"
+	legacy.WithProperty(primitive.PropertyOriginMessageId, "7F00000100002A9F00000000000004D2")
+	for _, m := range []*primitive.MessageExt{first, again, legacy} {
+		if err := h.Handle(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{"C0A8000100002A9F0000000000000001", "C0A8000100002A9F0000000000000001", "7F00000100002A9F00000000000004D2"}
+	if len(parked) != len(want) {
+		t.Fatalf("%d dead letters, want %d", len(parked), len(want))
+	}
+	for i, d := range parked {
+		if d.MessageID != want[i] {
+			t.Errorf("dead letter %d: message ID %s, want %s", i, d.MessageID, want[i])
+		}
+	}
+}
