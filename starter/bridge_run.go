@@ -51,6 +51,10 @@ type bridgeConfig struct {
 	AttemptTimeout time.Duration
 	// MaxRetryDelayLevel caps the broker's redelivery delay level.
 	MaxRetryDelayLevel int
+	// UndeliverableAfter bounds how long a valid event is retried: once
+	// its message has been failing this long (mq.Failing), the bridge
+	// parks it as undeliverable instead of handing it back.
+	UndeliverableAfter time.Duration
 	// Workflow are the parameters of the order workflows the bridge starts.
 	Workflow workflows.Params
 	// Dedup configures the duplicate filter in front of the signal; its
@@ -100,6 +104,7 @@ func parseBridgeConfig(args []string, lookup func(string) (string, bool), out io
 	s.Duration(&cfg.RetryFor, 15*time.Second, b("retry-for", "RETRY_FOR", "how long one message is retried in-process before it is handed back to the broker"))
 	s.Duration(&cfg.AttemptTimeout, 10*time.Second, b("attempt-timeout", "ATTEMPT_TIMEOUT", "bound of one attempt to deliver an event to Temporal or park a message in PostgreSQL"))
 	s.Int(&cfg.MaxRetryDelayLevel, 5, b("max-retry-delay-level", "MAX_RETRY_DELAY_LEVEL", "cap of the broker's redelivery delay level (3=10s, 4=30s, 5=1m, 6=2m ...)"))
+	s.Duration(&cfg.UndeliverableAfter, DefaultUndeliverableAfter, b("undeliverable-after", "UNDELIVERABLE_AFTER", "park a valid event in dead_letters as undeliverable once its message has been failing this long (counted from the broker's redelivery delays, at most the message's age) instead of handing it back; orderflow dlq replay delivers it later"))
 	s.Bool(&cfg.Dedup.On, true, b("dedup", "DEDUP", "ack a message without a signal when Redis or the ledger confirms its event was already signalled or recorded with the same content (false: signal every valid message)"))
 	s.Int(&cfg.Dedup.BloomCapacity, dedup.DefaultBloomCapacity, b("dedup-bloom-capacity", "DEDUP_BLOOM_CAPACITY", "events per generation of the in-process Bloom filter (two are kept)"))
 	s.Float(&cfg.Dedup.BloomFPRate, dedup.DefaultBloomFPRate, b("dedup-bloom-fp-rate", "DEDUP_BLOOM_FP_RATE", "false-positive rate of the Bloom filter (a false positive costs a ledger lookup)"))
@@ -129,7 +134,8 @@ func parseBridgeConfig(args []string, lookup func(string) (string, bool), out io
 	for name, d := range map[string]time.Duration{"grace-period": cfg.GracePeriod, "retry-for": cfg.RetryFor,
 		"attempt-timeout": cfg.AttemptTimeout, "workflow-grace-period": cfg.Workflow.GracePeriod,
 		"workflow-idle-timeout": cfg.Workflow.IdleTimeout, "dedup-redis-ttl": cfg.Dedup.RedisTTL,
-		"dedup-redis-timeout": cfg.Dedup.RedisTimeout, "dedup-ledger-timeout": cfg.Dedup.LedgerTimeout} {
+		"dedup-redis-timeout": cfg.Dedup.RedisTimeout, "dedup-ledger-timeout": cfg.Dedup.LedgerTimeout,
+		"undeliverable-after": cfg.UndeliverableAfter} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("-%s: %s is not a positive duration", name, d))
 		}
@@ -145,8 +151,11 @@ func parseBridgeConfig(args []string, lookup func(string) (string, bool), out io
 			errs = append(errs, fmt.Errorf("-redis-url: %w", err))
 		}
 	}
-	if cfg.MaxRetryDelayLevel > 18 {
-		errs = append(errs, fmt.Errorf("-max-retry-delay-level: %d is above the broker's 18 levels", cfg.MaxRetryDelayLevel))
+	if cfg.MaxRetryDelayLevel > mq.MaxDelayLevel {
+		errs = append(errs, fmt.Errorf("-max-retry-delay-level: %d is above the broker's %d levels", cfg.MaxRetryDelayLevel, mq.MaxDelayLevel))
+	}
+	if err := checkUndeliverableAfter(cfg.UndeliverableAfter, cfg.MaxRetryDelayLevel); err != nil {
+		errs = append(errs, err)
 	}
 	for name, v := range map[string]string{"topic": cfg.Topic, "consumer-group": cfg.ConsumerGroup,
 		"task-queue": cfg.TaskQueue, "rocketmq-namesrv": cfg.RocketMQNamesrv} {
@@ -155,6 +164,24 @@ func parseBridgeConfig(args []string, lookup func(string) (string, bool), out io
 		}
 	}
 	return cfg, errors.Join(errs...)
+}
+
+// DefaultUndeliverableAfter is -undeliverable-after's default.
+const DefaultUndeliverableAfter = time.Hour
+
+// checkUndeliverableAfter refuses a bound the broker's redelivery schedule
+// (at delay levels capped at maxLevel) would reach only after more than a
+// tenth of the redeliveries after which the broker moves a message to the
+// group's %DLQ%, which orderflow never reads.
+func checkUndeliverableAfter(d time.Duration, maxLevel int) error {
+	if d <= 0 || maxLevel < 1 {
+		return nil // reported with the other settings
+	}
+	if n := mq.RedeliveriesFor(d, maxLevel); n > mq.DefaultMaxReconsumeTimes/10 {
+		return fmt.Errorf("-undeliverable-after: %s takes %d redeliveries at -max-retry-delay-level %d, too close to the %d after which the broker moves a message to its %%DLQ%% topic",
+			d, n, maxLevel, mq.DefaultMaxReconsumeTimes)
+	}
+	return nil
 }
 
 // Bridge consumes order events from RocketMQ and hands each to Temporal (or
@@ -204,7 +231,7 @@ func newBridge(cfg bridgeConfig, d bridgeDeps) (*Bridge, error) {
 	retry := bridge.DefaultRetry
 	retry.For = cfg.RetryFor
 	retry.Attempt = cfg.AttemptTimeout
-	h := bridge.NewHandler(d.Log, d.Deliver, d.Park, m, retry)
+	h := bridge.NewHandler(d.Log, d.Deliver, d.Park, m, retry).WithDeliveryBound(cfg.UndeliverableAfter, cfg.MaxRetryDelayLevel)
 	if d.Record != nil {
 		h.WithRecorder(d.Record)
 	}
@@ -212,7 +239,7 @@ func newBridge(cfg bridgeConfig, d bridgeDeps) (*Bridge, error) {
 		h.WithDedup(d.Dedup)
 	}
 	if d.DeliverMany != nil && cfg.BatchSignals {
-		h.WithDeliverMany(d.DeliverMany)
+		h.WithDeliverMany(d.DeliverMany).WithSignalBudget(deliverySize, workflows.SignalBudget)
 	}
 	if d.Gaps != nil {
 		if err := d.Registry.Register(bridge.NewSequenceStats(d.Gaps, d.Log)); err != nil {
@@ -442,6 +469,12 @@ func temporalDeliverMany(c client.Client, taskQueue string, p workflows.Params) 
 		}
 		return workflows.DeliverBatch(ctx, c, taskQueue, p, orderID, ds)
 	}
+}
+
+// deliverySize is an event's size in an order-events signal, as the SDK's
+// default data converter encodes it (workflows.EncodedSize).
+func deliverySize(it bridge.Item) (int, error) {
+	return workflows.EncodedSize(workflows.Delivery{Event: it.Event, Source: &it.Source})
 }
 
 // storePark parks dead letters in the database.

@@ -20,7 +20,7 @@ func TestParseBridgeConfigDefaults(t *testing.T) {
 	}
 	if cfg.MetricsAddr != ":9091" || cfg.Concurrency != 16 || cfg.BatchSize != 16 || cfg.GracePeriod != 30*time.Second ||
 		cfg.RetryFor != 15*time.Second || cfg.AttemptTimeout != 10*time.Second || cfg.MaxRetryDelayLevel != 5 ||
-		cfg.Workflow.GracePeriod != 5*time.Minute || cfg.Workflow.IdleTimeout != 24*time.Hour || cfg.Workflow.MaxEventsPerRun != 0 {
+		cfg.UndeliverableAfter != time.Hour || cfg.Workflow.GracePeriod != 5*time.Minute || cfg.Workflow.IdleTimeout != 24*time.Hour || cfg.Workflow.MaxEventsPerRun != 0 {
 		t.Fatalf("defaults: %+v", cfg)
 	}
 	if cfg.Topic != "ORDER_EVENTS" || cfg.ConsumerGroup != "orderflow-bridge" || cfg.RedisURL != "redis://127.0.0.1:6379/0" {
@@ -81,6 +81,11 @@ func TestParseBridgeConfigErrors(t *testing.T) {
 		{[]string{"-grace-period", "soon"}, nil, []string{`invalid value "soon" for flag -grace-period`}},
 		{[]string{"-grace-period", "0s", "-retry-for", "-1s"}, nil, []string{`-grace-period: 0s is not a positive duration`, `-retry-for: -1s`}},
 		{[]string{"-max-retry-delay-level", "19"}, nil, []string{"above the broker's 18 levels"}},
+		{[]string{"-undeliverable-after", "0s"}, nil, []string{"-undeliverable-after: 0s is not a positive duration"}},
+		// At level 1 (1 s) 10,001 redeliveries: past a tenth of the
+		// broker's 100,000 before %DLQ%.
+		{[]string{"-undeliverable-after", "10001s", "-max-retry-delay-level", "1"}, nil,
+			[]string{"-undeliverable-after: 2h46m41s takes 10001 redeliveries at -max-retry-delay-level 1"}},
 		{[]string{"-topic", ""}, nil, []string{"-topic must not be empty"}},
 		{[]string{"publsh"}, nil, []string{`unexpected argument "publsh"`}},
 		{[]string{"-no-such-flag"}, nil, []string{"flag provided but not defined"}},
@@ -118,7 +123,8 @@ func TestHelpListsEveryFlagWithItsVariable(t *testing.T) {
 		"consumer-group": "ORDERFLOW_CONSUMER_GROUP", "log-level": "ORDERFLOW_LOG_LEVEL", "redis-url": "REDIS_URL",
 		"dedup": "ORDERFLOW_BRIDGE_DEDUP", "dedup-bloom-capacity": "ORDERFLOW_BRIDGE_DEDUP_BLOOM_CAPACITY",
 		"dedup-bloom-fp-rate": "ORDERFLOW_BRIDGE_DEDUP_BLOOM_FP_RATE", "dedup-redis-ttl": "ORDERFLOW_BRIDGE_DEDUP_REDIS_TTL",
-		"dedup-redis-timeout": "ORDERFLOW_BRIDGE_DEDUP_REDIS_TIMEOUT", "dedup-ledger-timeout": "ORDERFLOW_BRIDGE_DEDUP_LEDGER_TIMEOUT"} {
+		"dedup-redis-timeout": "ORDERFLOW_BRIDGE_DEDUP_REDIS_TIMEOUT", "dedup-ledger-timeout": "ORDERFLOW_BRIDGE_DEDUP_LEDGER_TIMEOUT",
+		"undeliverable-after": "ORDERFLOW_BRIDGE_UNDELIVERABLE_AFTER"} {
 		if !strings.Contains(out.String(), "-"+flag+"\n") || !strings.Contains(out.String(), env) {
 			t.Errorf("help lacks -%s / %s:\n%s", flag, env, out.String())
 		}

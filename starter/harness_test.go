@@ -109,6 +109,7 @@ func (e *env) config() bridgeConfig {
 		RetryFor:           2 * time.Second,
 		AttemptTimeout:     time.Second,
 		MaxRetryDelayLevel: 1,
+		UndeliverableAfter: time.Hour,
 		Workflow:           testParams,
 	}
 }
