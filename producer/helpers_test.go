@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -159,6 +160,48 @@ func (r *reader) waitFor(t *testing.T, d time.Duration, what string, cond func([
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// consumedThrough publishes a sentinel: a message of order, which the hash
+// queue selector puts in the order's queue, after every message of the
+// test was sent. It waits until r has consumed the sentinel and every
+// message stored before it in that queue, and returns what r consumed, the
+// sentinels left out. A message of the order sent by mistake before the
+// sentinel is among what it returns, however slowly it was delivered.
+func (b broker) consumedThrough(t *testing.T, r *reader, order string) []received {
+	t.Helper()
+	p, err := mq.NewProducer(b.namesrv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	s := fsm.Event{EventID: uniq.Name("sentinel"), OrderID: order, UserID: 7, Status: fsm.Created, Version: 999,
+		AmountCents: 1, OccurredAt: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
+	rc, err := p.PublishEvent(context.Background(), b.topic, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The topic is fresh: its queues' offsets start at 0.
+	got := r.waitFor(t, 60*time.Second, fmt.Sprintf("the sentinel at offset %d of queue %d and every message before it", rc.QueueOffset, rc.QueueID),
+		func(got []received) bool {
+			offsets := map[int64]bool{}
+			for _, m := range got {
+				if m.queue == rc.QueueID && m.offset <= rc.QueueOffset {
+					offsets[m.offset] = true
+				}
+			}
+			return int64(len(offsets)) == rc.QueueOffset+1
+		})
+	var out []received
+	for _, m := range got {
+		if m.event.OrderID == order && m.queue != rc.QueueID {
+			t.Fatalf("order %s has messages in queues %d and %d: the sentinel does not follow them", order, m.queue, rc.QueueID)
+		}
+		if !strings.HasPrefix(m.event.EventID, "sentinel-") {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // withEvent reports whether got holds the message of eventID.
