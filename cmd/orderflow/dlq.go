@@ -61,7 +61,7 @@ func runDLQList(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	s := config.NewSet("dlq list", "Usage: orderflow dlq list [flags]   (parked messages, oldest first)", stderr)
 	cfg.RegisterDatabase(s)
 	d := func(flag, usage string) config.Setting { return config.Own("ORDERFLOW_DLQ_", flag, usage) }
-	s.String(&f.Kind, "", d("reason", "only this rejection kind (conflict, oversize, undecodable, malformed_json, missing_field, invalid_field, not_object)"))
+	s.String(&f.Kind, "", d("reason", "only this rejection kind (conflict, oversize, undecodable, malformed_json, missing_field, invalid_field, not_object, undeliverable)"))
 	s.String(&f.OrderID, "", d("order", "only the dead letters whose keys name this order"))
 	s.String(&since, "", d("since", "only those last seen since this RFC 3339 time or this long ago (24h)"))
 	s.Int(&f.Limit, 100, d("limit", "list at most this many (at least 1)"))

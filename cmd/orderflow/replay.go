@@ -97,7 +97,7 @@ func runDLQReplay(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	cfg.RegisterDatabase(s)
 	cfg.RegisterTemporal(s)
 	d := func(flag, usage string) config.Setting { return config.Own("ORDERFLOW_DLQ_", flag, usage) }
-	s.String(&f.Kind, "", d("reason", "only this rejection kind (conflict, oversize, undecodable, malformed_json, missing_field, invalid_field, not_object)"))
+	s.String(&f.Kind, "", d("reason", "only this rejection kind (conflict, oversize, undecodable, malformed_json, missing_field, invalid_field, not_object, undeliverable)"))
 	s.String(&f.OrderID, "", d("order", "only the dead letters whose keys name this order"))
 	s.String(&since, "", d("since", "only those last seen since this RFC 3339 time or this long ago (24h)"))
 	s.Int(&f.Limit, 1000, d("limit", "look at most at this many dead letters"))

@@ -55,7 +55,10 @@ func TestDLQReplay(t *testing.T) {
 		"a-v1-duplicate": park(envelope(event(a, 1, fsm.Created, 700)), oldRule),
 		"b-v2-stale":     park(envelope(event(b, 2, fsm.Created, 100)), oldRule),
 		"c-v3-illegal":   park(envelope(event(c, 3, fsm.Shipped, 100)), oldRule),
-		"d-v1-new-order": park(envelope(event(d, 1, fsm.Created, 900)), oldRule),
+		// Parked by the bridge while Temporal was down for longer than
+		// -undeliverable-after: a valid event, delivered by the replay.
+		"d-v1-new-order": park(envelope(event(d, 1, fsm.Created, 900)),
+			"undeliverable: not delivered for 1h0m40s: temporal: gave up after 11 attempts: rpc error: code = Unavailable desc = connection refused"),
 		"malformed":      park(message.NewEnvelope("ORDER_EVENTS", "M-bad", a, "PAID", []byte(`{"order_id":`), time.Time{}, false), "malformed_json: unexpected end of JSON input"),
 		// A zlib bomb, parked compressed by a bridge of an earlier release (no compression stored).
 		"compressed": park(message.NewEnvelope("ORDER_EVENTS", "M-zip", a, "PAID", zlibJava(t, make([]byte, 1<<20)), time.Time{}, false),
@@ -138,6 +141,10 @@ func TestDLQReplay(t *testing.T) {
 	}
 	if _, r, out := replay("-dry-run", "-reason", "conflict"); len(r.Items) != 1 || r.Items[0].ID != ids["conflict"] {
 		t.Errorf("dry run -reason conflict:\n%s", out)
+	}
+	if _, r, out := replay("-dry-run", "-reason", message.KindUndeliverable); len(r.Items) != 1 || r.Items[0].ID != ids["d-v1-new-order"] ||
+		r.Items[0].Action != actionWouldDeliver {
+		t.Errorf("dry run -reason undeliverable:\n%s", out)
 	}
 
 	// The replay.
