@@ -135,7 +135,7 @@ func TestBridgeSignalsValidAndParksInvalid(t *testing.T) {
 
 func waitMetric(t *testing.T, addr, series string, want float64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		got := metric(t, addr, series)
 		if got == want {
