@@ -87,6 +87,8 @@ func TestParseBridgeConfigErrors(t *testing.T) {
 		{[]string{"-undeliverable-after", "10001s", "-max-retry-delay-level", "1"}, nil,
 			[]string{"-undeliverable-after: 2h46m41s takes 10001 redeliveries at -max-retry-delay-level 1"}},
 		{[]string{"-topic", ""}, nil, []string{"-topic must not be empty"}},
+		{[]string{"-workflow-max-events", "-1"}, nil, []string{"-workflow-max-events: -1 is not an integer >= 0"}},
+		{nil, map[string]string{"ORDERFLOW_GAP_WINDOW": "-1s"}, []string{"-gap-window: -1s is negative"}},
 		{[]string{"publsh"}, nil, []string{`unexpected argument "publsh"`}},
 		{[]string{"-no-such-flag"}, nil, []string{"flag provided but not defined"}},
 		{[]string{"-dedup-bloom-capacity", "0"}, nil, []string{"-dedup-bloom-capacity: 0 is not an integer >= 1"}},
@@ -144,5 +146,11 @@ func TestRunExitCodes(t *testing.T) {
 	}
 	if code := run([]string{"-h"}, &bytes.Buffer{}, &bytes.Buffer{}); code != 0 {
 		t.Errorf("-h: exit %d, want 0", code)
+	}
+	// A log level it does not know is bad usage too, found before anything
+	// is started.
+	stderr.Reset()
+	if code := run([]string{"-log-level", "loud"}, &bytes.Buffer{}, &stderr); code != 2 || !strings.Contains(stderr.String(), `"loud"`) {
+		t.Errorf("-log-level loud: exit %d, stderr %q; want 2 naming the level", code, stderr.String())
 	}
 }

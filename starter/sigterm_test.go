@@ -4,8 +4,8 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -70,7 +70,9 @@ func sigterm(t *testing.T, p *procs.Proc, within time.Duration) (int, time.Durat
 }
 
 // SIGTERM while messages flow: the bridge finishes what it holds, exits 0,
-// and after a restart every message is accounted for.
+// and after a restart every message is accounted for. The second half of
+// the stream is held back until the signal is sent, so that the stream is
+// still going when the bridge stops.
 func TestBridgeBinarySIGTERM(t *testing.T) {
 	e := newEnv(t, 4)
 	e.startWorker(t)
@@ -80,23 +82,31 @@ func TestBridgeBinarySIGTERM(t *testing.T) {
 
 	first := e.startBridgeProc(t, bin)
 
+	statuses := []fsm.Status{fsm.Created, fsm.Paid, fsm.Shipped}
 	var want []fsm.Key
 	badBodies := map[string]bool{}
+	for n := 0; n < orders; n++ {
+		for v, s := range statuses {
+			want = append(want, e.event(n, int64(v+1), s).Key())
+		}
+		if n%10 == 0 {
+			badBodies[fmt.Sprintf(`{"order_id":"bad-%d"`, n)] = true
+		}
+	}
 	published := make(chan struct{})
+	signalled := make(chan struct{}) // closed as SIGTERM is sent
 	var pubErr error
-	var mu sync.Mutex
 	go func() {
 		defer close(published)
 		for n := 0; n < orders; n++ {
-			for v, s := range []fsm.Status{fsm.Created, fsm.Paid, fsm.Shipped} {
-				ev := e.event(n, int64(v+1), s)
-				if _, err := e.producer.PublishEvent(context.Background(), e.topic, ev); err != nil {
+			if n == orders/2 {
+				<-signalled
+			}
+			for v, s := range statuses {
+				if _, err := e.producer.PublishEvent(context.Background(), e.topic, e.event(n, int64(v+1), s)); err != nil {
 					pubErr = err
 					return
 				}
-				mu.Lock()
-				want = append(want, ev.Key())
-				mu.Unlock()
 			}
 			if n%10 == 0 {
 				body := fmt.Sprintf(`{"order_id":"bad-%d"`, n)
@@ -104,9 +114,6 @@ func TestBridgeBinarySIGTERM(t *testing.T) {
 					pubErr = err
 					return
 				}
-				mu.Lock()
-				badBodies[body] = true
-				mu.Unlock()
 			}
 			time.Sleep(40 * time.Millisecond)
 		}
@@ -116,10 +123,12 @@ func TestBridgeBinarySIGTERM(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for len(e.recordedKeys(t)) < 20 {
 		if time.Now().After(deadline) {
+			close(signalled)
 			t.Fatalf("no events recorded within 30s:\n%s", first.Output())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	close(signalled)
 	code, took := sigterm(t, first, 30*time.Second)
 	if code != 0 {
 		t.Fatalf("bridge exited %d after SIGTERM:\n%s", code, first.Output())
@@ -128,15 +137,15 @@ func TestBridgeBinarySIGTERM(t *testing.T) {
 	if !strings.Contains(out, `"msg":"bridge stopping"`) || !strings.Contains(out, `"msg":"bridge stopped"`) {
 		t.Fatalf("no graceful shutdown in the log:\n%s", out)
 	}
+	recordedAtStop := len(e.recordedKeys(t))
 	<-published
 	if pubErr != nil {
 		t.Fatalf("publish: %v", pubErr)
 	}
-	recordedAtStop := len(e.recordedKeys(t))
 	t.Logf("first bridge exited 0 in %s with %d of %d events recorded; %s", took.Round(time.Millisecond),
 		recordedAtStop, len(want), lastLine(out, "bridge stopped"))
 	if recordedAtStop >= len(want) {
-		t.Logf("the stream finished before SIGTERM took effect; the restart has nothing left to do")
+		t.Fatalf("all %d events were recorded before the first bridge stopped: SIGTERM did not come while messages flowed", len(want))
 	}
 
 	second := e.startBridgeProc(t, bin)
@@ -165,21 +174,33 @@ func lastLine(out, s string) string {
 	return last
 }
 
-// Start-up failures end the process with exit 1 and a log line that says
-// what is wrong.
+// Start-up failures end the process with exit 1 (2 for bad usage) and a
+// line that says what is wrong.
 func TestBridgeBinaryStartupFailures(t *testing.T) {
 	namesrv := testenv.RocketMQNamesrv(t)
 	_, dsn := testenv.NewDatabase(t)
 	bin := buildBridge(t)
 	missing := uniq.Name("no-such-topic")
+	topic := uniq.Name("startup")
+	testenv.CreateTopic(t, topic, 1)
+	// The metrics address, held by another listener.
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
 	for _, c := range []struct {
 		name string
 		env  []string
+		code int
 		want string
 	}{
-		{"missing topic", []string{"DATABASE_URL=" + dsn, "ORDERFLOW_TOPIC=" + missing}, missing},
-		{"database unreachable", []string{"DATABASE_URL=postgres://orderflow:orderflow@127.0.0.1:1/orderflow?sslmode=disable&connect_timeout=2"}, "127.0.0.1"},
-		{"bad flag value", []string{"ORDERFLOW_BRIDGE_CONCURRENCY=lots"}, `ORDERFLOW_BRIDGE_CONCURRENCY: invalid value "lots"`},
+		{"missing topic", []string{"DATABASE_URL=" + dsn, "ORDERFLOW_TOPIC=" + missing}, 1, missing},
+		{"database unreachable", []string{"DATABASE_URL=postgres://orderflow:orderflow@127.0.0.1:1/orderflow?sslmode=disable&connect_timeout=2"}, 1, "127.0.0.1"},
+		{"bad flag value", []string{"ORDERFLOW_BRIDGE_CONCURRENCY=lots"}, 2, `ORDERFLOW_BRIDGE_CONCURRENCY: invalid value "lots"`},
+		{"bad log level", []string{"ORDERFLOW_LOG_LEVEL=loud"}, 2, `"loud"`},
+		{"metrics address in use", []string{"DATABASE_URL=" + dsn, "ORDERFLOW_TOPIC=" + topic,
+			"ORDERFLOW_BRIDGE_METRICS_ADDR=" + busy.Addr().String()}, 1, busy.Addr().String() + ": bind: address already in use"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -196,8 +217,8 @@ func TestBridgeBinaryStartupFailures(t *testing.T) {
 				_ = p.Kill()
 			}
 			out := p.Output()
-			if p.ExitCode() == 0 {
-				t.Fatalf("bridge did not fail (%v):\n%s", p.Err(), out)
+			if p.ExitCode() != c.code {
+				t.Fatalf("bridge exited %d, want %d (%v):\n%s", p.ExitCode(), c.code, p.Err(), out)
 			}
 			if !strings.Contains(out, c.want) {
 				t.Fatalf("output does not mention %q:\n%s", c.want, out)
