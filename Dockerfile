@@ -17,7 +17,10 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/worker ./worker &&
 FROM gcr.io/distroless/static-debian12:nonroot
 WORKDIR /app
 COPY --from=build /out/worker /out/starter /out/orderflow /app/
-# Metrics, /healthz and /readyz: worker :9090, bridge :9091.
+# Metrics, /healthz and /readyz: worker :9090, bridge :9091. The binaries
+# listen on loopback by default; in a container they must listen on every
+# interface to be scraped.
+ENV ORDERFLOW_WORKER_METRICS_ADDR=0.0.0.0:9090 ORDERFLOW_BRIDGE_METRICS_ADDR=0.0.0.0:9091
 EXPOSE 9090 9091
 USER nonroot:nonroot
 ENTRYPOINT []

@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -158,17 +159,28 @@ type ProducerGaps struct {
 // GapsFunc reads the suspected losses of every producer seen.
 type GapsFunc func(ctx context.Context) ([]ProducerGaps, error)
 
-// SequenceStats exports the suspected losses when scraped, per producer.
-// They are the database's view, the same on every bridge.
+// SequenceStats exports the suspected losses, per producer. They are the
+// database's view, the same on every bridge. Refresh reads them (run it in
+// the background, see obs.Server.AddRefresher); a scrape serves the last
+// reading, with its age, and costs no database round trip.
 type SequenceStats struct {
 	read    GapsFunc
 	log     *slog.Logger
 	gaps    *prometheus.Desc
 	missing *prometheus.Desc
+	age     *prometheus.Desc
+
+	mu   sync.Mutex
+	last []ProducerGaps
+	at   time.Time
 }
 
-// NewSequenceStats reads the suspected losses with read at each scrape
-// (within 5 s; on failure it exports nothing and logs a warning).
+// SequenceReadTimeout bounds one reading of the suspected losses.
+const SequenceReadTimeout = 5 * time.Second
+
+// NewSequenceStats reads the suspected losses with read at each Refresh
+// (within SequenceReadTimeout; on failure it keeps the last reading and logs
+// a warning).
 func NewSequenceStats(read GapsFunc, log *slog.Logger) *SequenceStats {
 	return &SequenceStats{
 		read: read,
@@ -179,24 +191,41 @@ func NewSequenceStats(read GapsFunc, log *slog.Logger) *SequenceStats {
 		missing: prometheus.NewDesc("orderflow_sequence_missing_messages",
 			"Messages in the holes of orderflow_sequence_gaps, per producer.",
 			[]string{"producer_id"}, nil),
+		age: prometheus.NewDesc("orderflow_sequence_gaps_age_seconds",
+			"Seconds since the suspected losses were last read (absent before the first reading).", nil, nil),
 	}
 }
 
-// Describe implements prometheus.Collector.
-func (s *SequenceStats) Describe(ch chan<- *prometheus.Desc) {
-	ch <- s.gaps
-	ch <- s.missing
-}
-
-// Collect implements prometheus.Collector.
-func (s *SequenceStats) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+// Refresh reads the suspected losses and keeps them for the next scrapes.
+func (s *SequenceStats) Refresh(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, SequenceReadTimeout)
 	defer cancel()
 	ps, err := s.read(ctx)
 	if err != nil {
 		s.log.Warn("cannot read the producers' sequence gaps for /metrics", "err", err)
 		return
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.last, s.at = ps, time.Now()
+}
+
+// Describe implements prometheus.Collector.
+func (s *SequenceStats) Describe(ch chan<- *prometheus.Desc) {
+	ch <- s.gaps
+	ch <- s.missing
+	ch <- s.age
+}
+
+// Collect implements prometheus.Collector: it serves the last reading.
+func (s *SequenceStats) Collect(ch chan<- prometheus.Metric) {
+	s.mu.Lock()
+	ps, at := s.last, s.at
+	s.mu.Unlock()
+	if at.IsZero() {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(s.age, prometheus.GaugeValue, time.Since(at).Seconds())
 	for _, p := range ps {
 		ch <- prometheus.MustNewConstMetric(s.gaps, prometheus.GaugeValue, float64(p.Gaps), p.ProducerID)
 		ch <- prometheus.MustNewConstMetric(s.missing, prometheus.GaugeValue, float64(p.Missing), p.ProducerID)

@@ -95,7 +95,7 @@ func parseBridgeConfig(args []string, lookup func(string) (string, bool), out io
 	wf := func(flag, env, usage string) config.Setting {
 		return config.Setting{Flag: flag, Env: "ORDERFLOW_WORKFLOW_" + env, Usage: usage}
 	}
-	s.String(&cfg.MetricsAddr, ":9091", b("metrics-addr", "METRICS_ADDR", "listen address of /metrics, /healthz and /readyz"))
+	s.String(&cfg.MetricsAddr, "127.0.0.1:9091", b("metrics-addr", "METRICS_ADDR", "listen address of /metrics, /healthz and /readyz"))
 	s.String(&cfg.PprofAddr, "", b("pprof-addr", "PPROF_ADDR", "listen address of /debug/pprof/ (empty: off)"))
 	s.Int(&cfg.Concurrency, 16, b("concurrency", "CONCURRENCY", "messages handled at once"))
 	s.Int(&cfg.BatchSize, 16, b("batch-size", "BATCH_SIZE", "messages per consumer callback (a failure redelivers the whole batch); the callback's orders are delivered at once"))
@@ -241,8 +241,10 @@ func newBridge(cfg bridgeConfig, d bridgeDeps) (*Bridge, error) {
 	if d.DeliverMany != nil && cfg.BatchSignals {
 		h.WithDeliverMany(d.DeliverMany).WithSignalBudget(deliverySize, workflows.SignalBudget)
 	}
+	var seq *bridge.SequenceStats
 	if d.Gaps != nil {
-		if err := d.Registry.Register(bridge.NewSequenceStats(d.Gaps, d.Log)); err != nil {
+		seq = bridge.NewSequenceStats(d.Gaps, d.Log)
+		if err := d.Registry.Register(seq); err != nil {
 			return nil, fmt.Errorf("bridge metrics: %w", err)
 		}
 	}
@@ -269,6 +271,9 @@ func newBridge(cfg bridgeConfig, d bridgeDeps) (*Bridge, error) {
 	b.server, err = obs.NewServer(cfg.MetricsAddr, d.Registry, d.Log, checks...)
 	if err != nil {
 		return nil, err
+	}
+	if seq != nil {
+		b.server.AddRefresher(seq)
 	}
 	return b, nil
 }

@@ -220,7 +220,8 @@ func TestBridgeOutageLosesNothing(t *testing.T) {
 	if n := len(e.deadLetters(t)); n != 0 {
 		t.Fatalf("%d dead letters during the PostgreSQL outage", n)
 	}
-	if s := httpStatus(t, "http://"+b.Addr()+"/readyz"); s != http.StatusServiceUnavailable {
+	// The checks run in the background: the answer may lag an interval.
+	if s := waitStatus(t, "http://"+b.Addr()+"/readyz", http.StatusServiceUnavailable); s != http.StatusServiceUnavailable {
 		t.Errorf("/readyz = %d while Temporal and PostgreSQL are unreachable, want 503", s)
 	}
 
@@ -235,7 +236,7 @@ func TestBridgeOutageLosesNothing(t *testing.T) {
 	}
 	waitMetric(t, b.Addr(), `orderflow_bridge_messages_total{result="signalled"}`, float64(len(want)))
 	waitMetric(t, b.Addr(), `orderflow_bridge_messages_total{result="parked"}`, float64(len(badBodies)))
-	if s := httpStatus(t, "http://"+b.Addr()+"/readyz"); s != http.StatusOK {
+	if s := waitStatus(t, "http://"+b.Addr()+"/readyz", http.StatusOK); s != http.StatusOK {
 		t.Errorf("/readyz = %d after the outage, want 200", s)
 	}
 	t.Logf("outage: %v retries, %v failed attempts to Temporal, %v to PostgreSQL",

@@ -18,7 +18,7 @@ func TestParseBridgeConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.MetricsAddr != ":9091" || cfg.Concurrency != 16 || cfg.BatchSize != 16 || cfg.GracePeriod != 30*time.Second ||
+	if cfg.MetricsAddr != "127.0.0.1:9091" || cfg.Concurrency != 16 || cfg.BatchSize != 16 || cfg.GracePeriod != 30*time.Second ||
 		cfg.RetryFor != 15*time.Second || cfg.AttemptTimeout != 10*time.Second || cfg.MaxRetryDelayLevel != 5 ||
 		cfg.UndeliverableAfter != time.Hour || cfg.Workflow.GracePeriod != 5*time.Minute || cfg.Workflow.IdleTimeout != 24*time.Hour || cfg.Workflow.MaxEventsPerRun != 0 {
 		t.Fatalf("defaults: %+v", cfg)

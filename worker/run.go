@@ -59,7 +59,7 @@ func parse(args []string, out io.Writer) (config.Config, options, error) {
 	w := func(flag, env, usage string) config.Setting {
 		return config.Setting{Flag: flag, Env: "ORDERFLOW_WORKER_" + env, Usage: usage}
 	}
-	s.String(&o.MetricsAddr, ":9090", w("metrics-addr", "METRICS_ADDR", "listen address of /metrics, /healthz and /readyz"))
+	s.String(&o.MetricsAddr, "127.0.0.1:9090", w("metrics-addr", "METRICS_ADDR", "listen address of /metrics, /healthz and /readyz"))
 	s.String(&o.PprofAddr, "", w("pprof-addr", "PPROF_ADDR", "listen address of /debug/pprof/ (empty: off)"))
 	s.Duration(&o.StopTimeout, 30*time.Second, w("stop-timeout", "STOP_TIMEOUT", "on SIGTERM, how long running activities may take to finish"))
 	s.Duration(&o.TemporalWait, time.Minute, w("temporal-wait", "TEMPORAL_WAIT", "at start, how long to wait for an unreachable Temporal frontend"))

@@ -389,3 +389,16 @@ func metricSum(text, metric string) float64 {
 	}
 	return total
 }
+
+// TestParseMetricsAddrLoopback: by default /metrics, /healthz and /readyz
+// listen on loopback only; containers set 0.0.0.0 explicitly.
+func TestParseMetricsAddrLoopback(t *testing.T) {
+	clearSettings(t)
+	_, o, err := parse(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.MetricsAddr != "127.0.0.1:9090" {
+		t.Errorf("default metrics address %q, want 127.0.0.1:9090", o.MetricsAddr)
+	}
+}

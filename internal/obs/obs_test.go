@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -67,7 +68,8 @@ func TestServerEndpoints(t *testing.T) {
 
 	var failing atomic.Bool
 	failing.Store(true)
-	logger := NewLogger(io.Discard, slog.LevelInfo, "test")
+	var logBuf syncBuffer
+	logger := NewLogger(&logBuf, slog.LevelInfo, "test")
 	s, err := NewServer("127.0.0.1:0", m.Registry, logger,
 		Check{Name: "always", Check: func(context.Context) error { return nil }})
 	if err != nil {
@@ -75,19 +77,27 @@ func TestServerEndpoints(t *testing.T) {
 	}
 	s.AddCheck(Check{Name: "flaky", Check: func(context.Context) error {
 		if failing.Load() {
-			return errors.New("down")
+			return errors.New("down: user=secretuser dbname=secretdb host=secrethost")
 		}
 		return nil
 	}})
+	s.SetCheckInterval(20 * time.Millisecond)
 	s.Start()
 	base := "http://" + s.Addr()
 
 	if code, body := get(t, base+"/healthz"); code != 200 || body != "ok\n" {
 		t.Errorf("/healthz = %d %q", code, body)
 	}
-	code, body := get(t, base+"/readyz")
-	if code != http.StatusServiceUnavailable || !strings.Contains(body, `"name":"flaky","ok":false,"error":"down"`) {
+	code, body := eventually(t, base+"/readyz", `"name":"flaky","ok":false}`)
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, `"age_seconds":`) {
 		t.Errorf("/readyz with a failing check = %d %s", code, body)
+	}
+	// The error text goes to the log, never to the body.
+	if strings.Contains(body, "secret") || strings.Contains(body, "down") {
+		t.Errorf("/readyz serves the check's error: %s", body)
+	}
+	if !strings.Contains(logBuf.String(), "secrethost") {
+		t.Errorf("the failing check's error is not logged: %s", logBuf.String())
 	}
 	_, body = get(t, base+"/metrics")
 	for _, want := range []string{"\norderflow_ready 0\n", `orderflow_ready_check{check="always"} 1`, `orderflow_ready_check{check="flaky"} 0`} {
@@ -96,7 +106,7 @@ func TestServerEndpoints(t *testing.T) {
 		}
 	}
 	failing.Store(false)
-	if code, body := get(t, base+"/readyz"); code != 200 || !strings.Contains(body, `"ready":true`) {
+	if code, body := eventually(t, base+"/readyz", `"ready":true`); code != 200 {
 		t.Errorf("/readyz with passing checks = %d %s", code, body)
 	}
 	_, body = get(t, base+"/metrics")
@@ -196,4 +206,36 @@ func TestDialTemporalGivesUp(t *testing.T) {
 	if took := time.Since(start); took < time.Second || took > 10*time.Second {
 		t.Errorf("gave up after %v, want about the 2s wait", took)
 	}
+}
+
+// eventually polls url until its body holds want (within 5 s) and returns
+// the last answer.
+func eventually(t *testing.T, url, want string) (int, string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		code, body := get(t, url)
+		if strings.Contains(body, want) || time.Now().After(deadline) {
+			return code, body
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
