@@ -83,9 +83,10 @@ func TestWaitIsBounded(t *testing.T) {
 	f := New(Options{})
 	lead := f.Admit(context.Background(), e).Lead
 	defer lead.Done(false)
+	// start before the context, whose deadline counts from its creation.
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	start := time.Now()
 	if f.Admit(context.Background(), e).Follow.Wait(ctx) {
 		t.Fatal("wait = true for a delivery still under way")
 	}
