@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -134,6 +135,11 @@ func parseWindow(s string) (time.Duration, error) {
 	d, err := time.ParseDuration(s)
 	if days, ok := strings.CutSuffix(s, "d"); ok && err != nil {
 		n, nerr := strconv.ParseFloat(days, 64)
+		// Past the range of a Duration (about 106,751 days; NaN and Inf
+		// too) the conversion is not defined: refused.
+		if ns := n * 24 * float64(time.Hour); nerr == nil && !(math.Abs(ns) < math.MaxInt64) {
+			nerr = fmt.Errorf("%s days is out of range", days)
+		}
 		d, err = time.Duration(n*24*float64(time.Hour)), nerr
 	}
 	if err != nil || d <= 0 {
