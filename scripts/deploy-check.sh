@@ -85,8 +85,10 @@ schema_location="$work/schemas/{{ .NormalizedKubernetesVersion }}-standalone{{ .
 # rules and the dashboard are passed as the README says.
 files=(--set-file prometheusRule.rules=deploy/prometheus/orderflow-rules.yml
 	--set-file grafanaDashboard.json=deploy/grafana/orderflow.json)
+# The defaults hold no database URL (rendering fails without one): "default"
+# gives the one value required.
 declare -A sets=(
-	[default]=""
+	[default]="--set secrets.databaseURL=postgres://orderflow:example@postgresql:5432/orderflow?sslmode=verify-full"
 	[production]="-f $CHART/values-production.yaml"
 )
 for f in "$CHART"/ci/*-values.yaml; do
@@ -130,8 +132,11 @@ refuse() {
 		{ cat "$work/refuse.out"; say "FAIL: $what refused without saying: $why"; exit 1; }
 }
 refuse "secrets.create=false without existingSecret" "name the Secret holding DATABASE_URL" --set secrets.create=false
+refuse "the default values (no database URL)" "secrets.databaseURL is required"
+refuse "a database URL with sslmode=disable" "secrets.insecureDatabase=true" --set "secrets.databaseURL=postgres://u:p@db:5432/orderflow?sslmode=disable"
+refuse "a database URL with sslmode=allow" "secrets.insecureDatabase=true" --set "secrets.databaseURL=postgres://u:p@db:5432/orderflow?connect_timeout=5&sslmode=allow"
 refuse "the migration Job with the chart's own Secret" "must be in a Secret made beforehand" --set migration.enabled=true
 refuse "a misspelt value" "additional properties 'replica' not allowed" --set worker.replica=3
 refuse "prometheusRule without the rules file" "pass the rules file with --set-file" --set prometheusRule.enabled=true
-say "values without a Secret, a migration Job without a Secret made beforehand, a misspelt value and a PrometheusRule without rules are refused"
+say "values without a Secret or a database URL, a database URL without TLS (unless secrets.insecureDatabase), a migration Job without a Secret made beforehand, a misspelt value and a PrometheusRule without rules are refused"
 say "ok"

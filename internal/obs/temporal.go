@@ -54,6 +54,9 @@ func NewTemporalClient(ctx context.Context, cfg config.Config, logger *slog.Logg
 // passed or ctx ends.
 func DialTemporal(ctx context.Context, cfg config.Config, logger *slog.Logger, m *Metrics, wait time.Duration,
 	ics ...interceptor.ClientInterceptor) (client.Client, error) {
+	if opts, err := cfg.TemporalClientOptions(); err == nil {
+		warnPlainCredentials(opts, logger)
+	}
 	var last error
 	c, err := backoff.Retry(ctx, func() (client.Client, error) {
 		c, err := NewTemporalClient(ctx, cfg, logger, m, ics...)
@@ -70,4 +73,13 @@ func DialTemporal(ctx context.Context, cfg config.Config, logger *slog.Logger, m
 		return nil, last
 	}
 	return c, err
+}
+
+// warnPlainCredentials warns when the client would send credentials (an API
+// key) to Temporal without TLS, where anyone on the path can read them.
+func warnPlainCredentials(opts client.Options, logger *slog.Logger) {
+	if opts.Credentials != nil && opts.ConnectionOptions.TLS == nil {
+		logger.Warn("a Temporal API key is configured without TLS: it is sent in clear text; set TEMPORAL_TLS=true (or leave it empty)",
+			"temporal_address", opts.HostPort)
+	}
 }

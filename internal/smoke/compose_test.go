@@ -104,22 +104,30 @@ func TestDockerComposeCheckFindsMistakes(t *testing.T) {
 		{"replica without controller mode", "./deploy/rocketmq/broker-ha-1-compose.conf", "./deploy/rocketmq/broker-compose.conf", "enableControllerMode"},
 		{"name server without controller", "./deploy/rocketmq/namesrv-ha-compose.conf", "./deploy/rocketmq/broker-ha-0-compose.conf", "enableControllerInNamesrv"},
 		{"unknown temporal host", "TEMPORAL_ADDRESS: temporal:7233\n  TEMPORAL_NAMESPACE", "TEMPORAL_ADDRESS: temporal-frontend:7233\n  TEMPORAL_NAMESPACE", "TEMPORAL_ADDRESS"},
-		{"UI port", `"8233:8080"`, `"8080:8080"`, "temporal-ui"},
+		{"UI port", `"127.0.0.1:8233:8080"`, `"127.0.0.1:8080:8080"`, "temporal-ui"},
 		{"topic", "-t ORDER_EVENTS", "-t ORDERS", "ORDER_EVENTS"},
 		{"topic of one message type", "-r 8 -w 8 -a +message.type=MIXED", "-r 8 -w 8", "MIXED"},
 		{"replicated topic with an attribute", "-c DefaultCluster -t ORDER_EVENTS -r 8 -w 8\n", "-c DefaultCluster -t ORDER_EVENTS -r 8 -w 8 -a +message.type=MIXED\n", "rocketmq-ha-topic"},
 		{"proxy on another name server", `"-n", "${ROCKETMQ_NAMESRV:-rocketmq-namesrv:9876}"`, `"-n", "rocketmq-namesrv:9877"`, "rocketmq-proxy"},
-		{"proxy port not published", `"8081:8081"`, `"8082:8081"`, "rocketmq-proxy"},
+		{"proxy port not published", `"127.0.0.1:8081:8081"`, `"127.0.0.1:8082:8081"`, "rocketmq-proxy"},
 		{"search attribute", "--name OrderStatus", "--name Status", "OrderStatus"},
 		{"worker command", `command: ["./worker"]`, `command: ["./bridge"]`, "worker"},
-		{"redis port", "REDIS_URL: redis://redis:6379/0", "REDIS_URL: redis://redis:6380/0", "REDIS_URL"},
-		{"redis host", "REDIS_URL: redis://redis:6379/0", "REDIS_URL: redis://cache:6379/0", "REDIS_URL"},
-		{"redis published port", `"6379:6379"`, `"6380:6379"`, "service redis"},
-		{"bridge without redis", "      REDIS_URL: redis://redis:6379/0\n", "", "REDIS_URL"},
+		{"redis port", "@redis:6379/0", "@redis:6380/0", "REDIS_URL"},
+		{"redis host", "@redis:6379/0", "@cache:6379/0", "REDIS_URL"},
+		{"redis published port", `"127.0.0.1:6379:6379"`, `"127.0.0.1:6380:6379"`, "service redis"},
+		{"bridge without redis", "      REDIS_URL: redis://:${REDIS_PASSWORD:-orderflow}@redis:6379/0\n", "", "REDIS_URL"},
+		{"redis without a password", `"--requirepass", "${REDIS_PASSWORD:-orderflow}", `, "", "requirepass"},
+		{"bridge without the redis password", "redis://:${REDIS_PASSWORD:-orderflow}@redis", "redis://redis", "REDIS_URL"},
+		{"bridge with another redis password", "redis://:${REDIS_PASSWORD:-orderflow}@redis", "redis://:other@redis", "REDIS_URL"},
+		{"postgres on every interface", `"127.0.0.1:5432:5432"`, `"5432:5432"`, "service postgres: port"},
+		{"UI on every interface", `"127.0.0.1:8233:8080"`, `"0.0.0.0:8233:8080"`, "service temporal-ui: port"},
+		{"redis on every interface", `"127.0.0.1:6379:6379"`, `"6379:6379"`, "service redis: port"},
+		{"name server on every interface", `"127.0.0.1:9876:9876"`, `"9876:9876"`, "service rocketmq-namesrv: port"},
+		{"publish without -allow-remote", "./orderflow publish -allow-remote", "./orderflow publish", "-allow-remote"},
 		{"tracing on by default", "${OTEL_EXPORTER_OTLP_ENDPOINT:-}", "${OTEL_EXPORTER_OTLP_ENDPOINT:-http://jaeger:4318}", "on by default"},
 		{"trace backend outside the profile", "    profiles: [\"tracing\"]\n    image: jaegertracing", "    image: jaegertracing", "profile"},
 		{"grpc on the HTTP port", "${OTEL_EXPORTER_OTLP_PROTOCOL:-http/protobuf}", "${OTEL_EXPORTER_OTLP_PROTOCOL:-grpc}", "4317"},
-		{"OTLP port not published", `"4318:4318"`, `"4319:4319"`, "4318"},
+		{"OTLP port not published", `"127.0.0.1:4318:4318"`, `"127.0.0.1:4319:4319"`, "4318"},
 		{"tracing undocumented", "OTEL_EXPORTER_OTLP_ENDPOINT=http://jaeger:4318 docker compose --profile tracing", "docker compose --profile tracing", "document"},
 		{"unknown trace backend", "OTEL_EXPORTER_OTLP_ENDPOINT=http://jaeger:4318 docker compose", "OTEL_EXPORTER_OTLP_ENDPOINT=http://tempo:4318 docker compose", "tempo"},
 	}
@@ -190,6 +198,10 @@ func composeProblems(root string, p *types.Project) []string {
 	publishes("worker", portWorker, portWorker)
 	publishes("starter", portBridge, portBridge)
 	publishes("redis", redisDefault.Port(), "6379")
+	out = append(out, loopbackProblems(p)...)
+	for _, f := range p.ComposeFiles {
+		out = append(out, publishCommandProblems(f)...)
+	}
 
 	// PostgreSQL creates the role and database of DATABASE_URL.
 	pg := env(p, "postgres")
@@ -380,13 +392,67 @@ func checkDatabaseURL(out *[]string, svc, v string, def *url.URL) {
 	}
 }
 
+// loopbackProblems: every published port is bound to 127.0.0.1, so that a
+// stack with known passwords is not reachable from the network.
+func loopbackProblems(p *types.Project) []string {
+	var out []string
+	for _, name := range sortedKeys(p.Services) {
+		for _, port := range p.Services[name].Ports {
+			if port.Published != "" && port.HostIP != "127.0.0.1" {
+				out = append(out, fmt.Sprintf("service %s: port %s published on %q, want 127.0.0.1", name, port.Published, port.HostIP))
+			}
+		}
+	}
+	return out
+}
+
+// publishCommand finds, in the compose file's comments, the orderflow
+// publish commands it shows.
+var publishCommand = regexp.MustCompile(`(?m)^#.*\./orderflow publish\b.*$`)
+
+// publishCommandProblems: the compose file's name server is not on the
+// machine that runs orderflow publish, which then needs -allow-remote.
+func publishCommandProblems(file string) []string {
+	text, err := os.ReadFile(file)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var out []string
+	for _, line := range publishCommand.FindAllString(string(text), -1) {
+		if !strings.Contains(line, "-allow-remote") {
+			out = append(out, fmt.Sprintf("%s shows %q without -allow-remote (the compose name server is not local)", filepath.Base(file), strings.TrimSpace(line)))
+		}
+	}
+	return out
+}
+
+// redisPassword is the password the redis service requires
+// (--requirepass), "" when none.
+func redisPassword(p *types.Project) string {
+	cmd := p.Services["redis"].Command
+	for i, a := range cmd {
+		if a == "--requirepass" && i+1 < len(cmd) {
+			return cmd[i+1]
+		}
+	}
+	return ""
+}
+
 // checkRedisURL: the bridge's REDIS_URL names the redis service on the
-// default port and database, without TLS.
+// default port and database, without TLS, with the password the redis
+// service requires.
 func checkRedisURL(p *types.Project, out *[]string, v string, def *url.URL) {
 	u, err := url.Parse(v)
 	if err != nil {
 		*out = append(*out, fmt.Sprintf("service starter: REDIS_URL does not parse: %v", err))
 		return
+	}
+	want := redisPassword(p)
+	if want == "" {
+		*out = append(*out, "service redis: no --requirepass (Redis without a password)")
+	}
+	if got, _ := u.User.Password(); got != want {
+		*out = append(*out, "service starter: REDIS_URL's password is not the redis service's --requirepass")
 	}
 	if _, ok := p.Services[u.Hostname()]; !ok || u.Hostname() != "redis" || u.Scheme != def.Scheme || u.Port() != def.Port() ||
 		u.Path != def.Path {
