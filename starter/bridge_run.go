@@ -285,6 +285,7 @@ func (b *Bridge) Start() error {
 		_ = b.server.Shutdown(context.Background())
 		return err
 	}
+	b.server.Recheck()
 	b.log.Info("bridge consuming", "topic", b.cfg.Topic, "group", b.cfg.ConsumerGroup,
 		"namesrv", b.cfg.RocketMQNamesrv, "concurrency", b.cfg.Concurrency, "http", b.server.Addr())
 	return nil

@@ -75,6 +75,7 @@ type Server struct {
 	done       chan error
 	stopLoop   context.CancelFunc
 	loopDone   chan struct{}
+	recheck    chan struct{}
 }
 
 // readyState is the result of the last run of the checks; at is zero before
@@ -103,7 +104,7 @@ func NewServer(addr string, reg *prometheus.Registry, logger *slog.Logger, check
 		return nil, fmt.Errorf("obs: listen on %s: %w", addr, err)
 	}
 	s := &Server{logger: logger, ln: ln, checks: checks, interval: DefaultCheckInterval,
-		inFlight: make(chan struct{}, DefaultMaxInFlight)}
+		inFlight: make(chan struct{}, DefaultMaxInFlight), recheck: make(chan struct{}, 1)}
 	if err := reg.Register(newReadiness(s)); err != nil {
 		_ = ln.Close()
 		return nil, fmt.Errorf("obs: register readiness metrics: %w", err)
@@ -149,19 +150,37 @@ func (s *Server) limit(next http.Handler) http.Handler {
 	})
 }
 
-// loop runs the checks and refreshers now and then at every interval until
-// ctx ends.
+// NotReadyInterval is how often the checks run again while the last run
+// found the process not ready (at start, in an outage), when shorter than
+// the check interval, so that readiness is seen soon after it comes.
+const NotReadyInterval = time.Second
+
+// loop runs the checks and refreshers now and then at every interval (every
+// NotReadyInterval while not ready) until ctx ends.
 func (s *Server) loop(ctx context.Context) {
 	defer close(s.loopDone)
-	t := time.NewTicker(s.interval)
-	defer t.Stop()
 	for {
 		s.runOnce(ctx)
+		next := s.interval
+		if !s.lastState().ok {
+			next = min(next, NotReadyInterval)
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-time.After(next):
+		case <-s.recheck:
 		}
+	}
+}
+
+// Recheck runs the checks again soon, without waiting for the interval:
+// call it when a dependency the checks watch changes state (the consumer
+// has started). It does not wait for the run.
+func (s *Server) Recheck() {
+	select {
+	case s.recheck <- struct{}{}:
+	default:
 	}
 }
 
