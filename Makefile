@@ -111,6 +111,14 @@ test: up lint
 	$(GO) test $(GOTEST_FLAGS) $$($(GO) list ./... | grep -E '$(SERIAL_MATCH)')
 	$(MAKE) test-third-party
 
+## fuzz: run every fuzz target of the module for FUZZTIME each (default 1m);
+## a failing input is kept in its package's testdata/fuzz/ as a seed that
+## make test replays (scripts/fuzz.sh)
+FUZZTIME ?= 1m
+.PHONY: fuzz
+fuzz:
+	@FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz.sh
+
 ## deploy-check: helm lint and helm template of deploy/helm/orderflow (default,
 ## production and ci values), validated by kubeconform; helm, kubeconform and
 ## the Kubernetes schemas come from the module proxy (scripts/deploy-check.sh)

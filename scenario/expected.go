@@ -217,6 +217,11 @@ func ReadFile(path string) (*Expected, error) {
 	if err != nil {
 		return nil, fmt.Errorf("scenario: read expected state: %w", err)
 	}
+	return decodeExpected(data, path)
+}
+
+// decodeExpected decodes the content of the expected-state file path.
+func decodeExpected(data []byte, path string) (*Expected, error) {
 	var e Expected
 	if err := json.Unmarshal(data, &e); err != nil {
 		return nil, fmt.Errorf("scenario: decode expected state %s: %w", path, err)
