@@ -57,6 +57,7 @@ func StartWorker(t testing.TB, c client.Client, taskQueue string, db *gorm.DB) w
 	w := worker.New(c, taskQueue, worker.Options{
 		MaxConcurrentActivityExecutionSize:     32,
 		MaxConcurrentWorkflowTaskExecutionSize: 32,
+		DeadlockDetectionTimeout:               deadlockDetection,
 	})
 	workflows.Register(w)
 	w.RegisterActivity(&activities.Activities{Store: store.New(db)})
