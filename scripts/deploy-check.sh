@@ -135,7 +135,7 @@ refuse "secrets.create=false without existingSecret" "name the Secret holding DA
 refuse "the default values (no database URL)" "secrets.databaseURL is required"
 refuse "a database URL with sslmode=disable" "secrets.insecureDatabase=true" --set "secrets.databaseURL=postgres://u:p@db:5432/orderflow?sslmode=disable"
 refuse "a database URL with sslmode=allow" "secrets.insecureDatabase=true" --set "secrets.databaseURL=postgres://u:p@db:5432/orderflow?connect_timeout=5&sslmode=allow"
-refuse "the migration Job with the chart's own Secret" "must be in a Secret made beforehand" --set migration.enabled=true
+refuse "the migration Job with the chart's own Secret" "must be in a Secret made beforehand" --set migration.enabled=true --set "secrets.databaseURL=postgres://u:p@db:5432/orderflow?sslmode=verify-full"
 refuse "a misspelt value" "additional properties 'replica' not allowed" --set worker.replica=3
 refuse "prometheusRule without the rules file" "pass the rules file with --set-file" --set prometheusRule.enabled=true
 say "values without a Secret or a database URL, a database URL without TLS (unless secrets.insecureDatabase), a migration Job without a Secret made beforehand, a misspelt value and a PrometheusRule without rules are refused"
