@@ -137,6 +137,6 @@ refuse "a database URL with sslmode=disable" "secrets.insecureDatabase=true" --s
 refuse "a database URL with sslmode=allow" "secrets.insecureDatabase=true" --set "secrets.databaseURL=postgres://u:p@db:5432/orderflow?connect_timeout=5&sslmode=allow"
 refuse "the migration Job with the chart's own Secret" "must be in a Secret made beforehand" --set migration.enabled=true --set "secrets.databaseURL=postgres://u:p@db:5432/orderflow?sslmode=verify-full"
 refuse "a misspelt value" "additional properties 'replica' not allowed" --set worker.replica=3
-refuse "prometheusRule without the rules file" "pass the rules file with --set-file" --set prometheusRule.enabled=true
+refuse "prometheusRule without the rules file" "pass the rules file with --set-file" --set prometheusRule.enabled=true --set "secrets.databaseURL=postgres://u:p@db:5432/orderflow?sslmode=verify-full"
 say "values without a Secret or a database URL, a database URL without TLS (unless secrets.insecureDatabase), a migration Job without a Secret made beforehand, a misspelt value and a PrometheusRule without rules are refused"
 say "ok"
