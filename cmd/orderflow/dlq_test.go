@@ -189,6 +189,9 @@ func TestDLQEscapesControlCharacters(t *testing.T) {
 		}
 	}
 	code, out := run("dlq", "show", fmt.Sprint(p.ID))
+	if code != 0 {
+		t.Fatalf("orderflow dlq show: exit %d\n%s", code, out)
+	}
 	for _, want := range []string{`keys:       order-e\x1b]0;owned\x07\x1b[2J`, `tag:        PAID\r\x1b[1A`, `message ID: M\u202eevil`,
 		`reason:     \x1b[31minvalid_field`, `"note":"\x1b]0;owned\x07\x1b[2J"}\r` + "\n" + `\u0085`} {
 		if !strings.Contains(out, want) {
