@@ -166,8 +166,11 @@ func (r *reader) waitFor(t *testing.T, d time.Duration, what string, cond func([
 // queue selector puts in the order's queue, after every message of the
 // test was sent. It waits until r has consumed the sentinel and every
 // message stored before it in that queue, and returns what r consumed, the
-// sentinels left out. A message of the order sent by mistake before the
-// sentinel is among what it returns, however slowly it was delivered.
+// sentinels left out. A message of the order stored before the sentinel
+// is among what it returns, however slowly it was delivered. (A
+// transactional message is stored when the broker handles its commit,
+// which its send does not wait for: wait for the committed messages
+// first.)
 func (b broker) consumedThrough(t *testing.T, r *reader, order string) []received {
 	t.Helper()
 	p, err := mq.NewProducer(b.namesrv)

@@ -97,6 +97,12 @@ func TestTxCommitAndRollback(t *testing.T) {
 		t.Fatalf("Send after failures = seq %d, %v; want seq 2", s4.Event.Seq, err)
 	}
 
+	// A transactional message reaches its queue when the broker handles
+	// its commit, which the send does not wait for: the committed ones
+	// first, then the sentinel.
+	r.waitFor(t, 60*time.Second, "the committed messages", func(got []received) bool {
+		return withEvent(got, e1.EventID) > 0 && withEvent(got, e4.EventID) > 0
+	})
 	got := b.consumedThrough(t, r, order)
 	if len(got) != 2 || got[0].event != s1.Event || got[1].event != s4.Event {
 		t.Fatalf("consumed %s; want seq 1 (%s) and seq 2 (%s) only", describe(got), e1.EventID, e4.EventID)
@@ -152,6 +158,7 @@ func TestTxUnknownOutcomeResolvedByCheckBack(t *testing.T) {
 	c.waitAnswer(t, "", []string{id}, mq.TxRollback)
 	t.Logf("check-back rolled back the second message %s after the send", time.Since(start).Round(time.Second))
 
+	r.waitFor(t, 30*time.Second, "the committed message", func(got []received) bool { return withEvent(got, committed.EventID) > 0 })
 	got := b.consumedThrough(t, r, order)
 	if len(got) != 1 || got[0].event.EventID != committed.EventID || got[0].event.Seq != 1 {
 		t.Fatalf("consumed %s; want only %s", describe(got), committed.EventID)
