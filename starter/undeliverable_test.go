@@ -43,7 +43,9 @@ func (c plus24) ToPayloads(values ...any) (*commonpb.Payloads, error) {
 	return c.DataConverter.ToPayloads(values...)
 }
 
-func (c plus24) ToPayload(v any) (*commonpb.Payload, error) { return c.DataConverter.ToPayload(at24(v)) }
+func (c plus24) ToPayload(v any) (*commonpb.Payload, error) {
+	return c.DataConverter.ToPayload(at24(v))
+}
 
 func at24(v any) any {
 	shift := func(d workflows.Delivery) workflows.Delivery {

@@ -59,7 +59,7 @@ func TestDLQReplay(t *testing.T) {
 		// -undeliverable-after: a valid event, delivered by the replay.
 		"d-v1-new-order": park(envelope(event(d, 1, fsm.Created, 900)),
 			"undeliverable: not delivered for 1h0m40s: temporal: gave up after 11 attempts: rpc error: code = Unavailable desc = connection refused"),
-		"malformed":      park(message.NewEnvelope("ORDER_EVENTS", "M-bad", a, "PAID", []byte(`{"order_id":`), time.Time{}, false), "malformed_json: unexpected end of JSON input"),
+		"malformed": park(message.NewEnvelope("ORDER_EVENTS", "M-bad", a, "PAID", []byte(`{"order_id":`), time.Time{}, false), "malformed_json: unexpected end of JSON input"),
 		// A zlib bomb, parked compressed by a bridge of an earlier release (no compression stored).
 		"compressed": park(message.NewEnvelope("ORDER_EVENTS", "M-zip", a, "PAID", zlibJava(t, make([]byte, 1<<20)), time.Time{}, false),
 			message.OversizeCompressed().Reason),
