@@ -4,12 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"github.com/orderflow/orderflow/internal/compresstest"
 	"strings"
 	"testing"
 
 	"github.com/apache/rocketmq-client-go/v2/primitive"
-	"github.com/klauspost/compress/zstd"
-	"github.com/pierrec/lz4/v4"
 
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/message"
@@ -41,41 +40,12 @@ func pulled(t *testing.T, stored []byte, sysFlag int32) *primitive.MessageExt {
 	return msgs[0]
 }
 
-func zstdFrame(t *testing.T, b []byte) []byte {
-	t.Helper()
-	var out bytes.Buffer
-	w, err := zstd.NewWriter(&out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Write(b); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return out.Bytes()
-}
-
-func lz4Frame(t *testing.T, b []byte) []byte {
-	t.Helper()
-	var out bytes.Buffer
-	w := lz4.NewWriter(&out)
-	if _, err := w.Write(b); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return out.Bytes()
-}
-
 // An event the Java client sent zstd- or LZ4-compressed is delivered, its
 // source the body as the producer wrote it.
 func TestHandlerDeliversZstdAndLZ4Events(t *testing.T) {
 	for name, m := range map[string]*primitive.MessageExt{
-		"zstd": pulled(t, zstdFrame(t, []byte(goodBody)), flagJavaZstd),
-		"lz4":  pulled(t, lz4Frame(t, []byte(goodBody)), flagJavaLZ4),
+		"zstd": pulled(t, compresstest.Zstd(t, []byte(goodBody)), flagJavaZstd),
+		"lz4":  pulled(t, compresstest.LZ4(t, []byte(goodBody)), flagJavaLZ4),
 	} {
 		var src message.Envelope
 		h := testHandler(t, func(_ context.Context, e fsm.Event, env message.Envelope) error {
@@ -95,7 +65,7 @@ func TestHandlerDeliversZstdAndLZ4Events(t *testing.T) {
 // stored bytes and compression kept; no sequence number is read from it,
 // even when its stored bytes happen to be JSON.
 func TestHandlerParksUndecodableBodies(t *testing.T) {
-	z := zstdFrame(t, []byte(seqBody))
+	z := compresstest.Zstd(t, []byte(seqBody))
 	for _, c := range []struct {
 		name   string
 		stored []byte
@@ -106,7 +76,7 @@ func TestHandlerParksUndecodableBodies(t *testing.T) {
 		{"truncated zstd", z[:len(z)-4], flagJavaZstd, "undecodable: zstd body: ", "zstd"},
 		{"JSON flagged zstd", []byte(seqBody), flagJavaZstd, "undecodable: zstd body: ", "zstd"},
 		{"JSON flagged type 5", []byte(seqBody), 1 | 5<<8, "undecodable: type 5 body: unknown compression type 5", "type 5"},
-		{"zstd bomb", zstdFrame(t, make([]byte, 1<<20)), flagJavaZstd, "oversize: compressed body inflates past 65536 bytes", "zstd"},
+		{"zstd bomb", compresstest.Zstd(t, make([]byte, 1<<20)), flagJavaZstd, "oversize: compressed body inflates past 65536 bytes", "zstd"},
 	} {
 		var parked []message.DeadLetter
 		h := testHandler(t, noDeliver(t), func(_ context.Context, dl message.DeadLetter) error {

@@ -2,16 +2,13 @@ package main
 
 import (
 	"bytes"
-	"compress/zlib"
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/orderflow/orderflow/internal/compresstest"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/klauspost/compress/zstd"
-	"github.com/pierrec/lz4/v4"
 
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/uniq"
@@ -34,66 +31,6 @@ func javaBody(t *testing.T, e fsm.Event) []byte {
 		t.Fatalf("body of %d bytes: the Java client would not compress it", len(body))
 	}
 	return body
-}
-
-// zstdJava compresses b as the Java client's ZstdCompressor (zstd-jni's
-// ZstdOutputStream) does: one frame, no content size, no checksum, a 2 MiB
-// window.
-func zstdJava(t *testing.T, b []byte) []byte {
-	t.Helper()
-	var out bytes.Buffer
-	w, err := zstd.NewWriter(&out, zstd.WithEncoderCRC(false), zstd.WithWindowSize(2<<20), zstd.WithEncoderConcurrency(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Write(b); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.HasPrefix(out.Bytes(), []byte{0x28, 0xb5, 0x2f, 0xfd}) {
-		t.Fatalf("not a zstd frame: % x", out.Bytes()[:4])
-	}
-	return out.Bytes()
-}
-
-// lz4Java compresses b as the Java client's Lz4Compressor (lz4-java's
-// LZ4FrameOutputStream) does: one frame of independent 4 MiB blocks, no
-// checksums.
-func lz4Java(t *testing.T, b []byte) []byte {
-	t.Helper()
-	var out bytes.Buffer
-	w := lz4.NewWriter(&out)
-	if err := w.Apply(lz4.BlockSizeOption(lz4.Block4Mb), lz4.ChecksumOption(false)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Write(b); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.HasPrefix(out.Bytes(), []byte{0x04, 0x22, 0x4d, 0x18}) {
-		t.Fatalf("not an LZ4 frame: % x", out.Bytes()[:4])
-	}
-	return out.Bytes()
-}
-
-func zlibJava(t *testing.T, b []byte) []byte {
-	t.Helper()
-	var out bytes.Buffer
-	w, err := zlib.NewWriterLevel(&out, 5)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Write(b); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return out.Bytes()
 }
 
 // dlq replay recovers the events of the old bug: a Java producer's zstd
@@ -126,15 +63,15 @@ func TestDLQReplayRecoversCompressedBodies(t *testing.T) {
 		}
 		return r.ID
 	}
-	bomb := zstdJava(t, make([]byte, 1<<20))
-	corrupt := zstdJava(t, javaBody(t, event(uniq.Name("rpz-corrupt"), 1, fsm.Created, 1)))
+	bomb := compresstest.Zstd(t, make([]byte, 1<<20))
+	corrupt := compresstest.Zstd(t, javaBody(t, event(uniq.Name("rpz-corrupt"), 1, fsm.Created, 1)))
 	corrupt = corrupt[:len(corrupt)-6]
 	ids := map[string]int64{
-		"zstd (old bug)": park(z, zstdJava(t, javaBody(t, events[z])), "", oldReason),
-		"lz4 (old bug)":  park(l, lz4Java(t, javaBody(t, events[l])), "", "malformed_json: invalid character '\\x04' looking for beginning of value"),
-		"zlib (old bug)": park(g, zlibJava(t, javaBody(t, events[g])), "", "malformed_json: invalid character 'x' looking for beginning of value"),
+		"zstd (old bug)": park(z, compresstest.Zstd(t, javaBody(t, events[z])), "", oldReason),
+		"lz4 (old bug)":  park(l, compresstest.LZ4(t, javaBody(t, events[l])), "", "malformed_json: invalid character '\\x04' looking for beginning of value"),
+		"zlib (old bug)": park(g, compresstest.Zlib(t, javaBody(t, events[g])), "", "malformed_json: invalid character 'x' looking for beginning of value"),
 		// Parked with its compression by a bridge whose decoder failed.
-		"lz4, stored":       park(s, lz4Java(t, javaBody(t, events[s])), "lz4", "undecodable: lz4 body: a decoder's bug"),
+		"lz4, stored":       park(s, compresstest.LZ4(t, javaBody(t, events[s])), "lz4", "undecodable: lz4 body: a decoder's bug"),
 		"zstd bomb":         park(x, bomb, "zstd", message.OversizeCompressed().Reason),
 		"corrupt, stored":   park(x, corrupt, "zstd", "undecodable: zstd body: unexpected EOF"),
 		"corrupt (old bug)": park(x+"-2", corrupt, "", oldReason),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/orderflow/orderflow/internal/compresstest"
 	"maps"
 	"strings"
 	"testing"
@@ -61,7 +62,7 @@ func TestDLQReplay(t *testing.T) {
 			"undeliverable: not delivered for 1h0m40s: temporal: gave up after 11 attempts: rpc error: code = Unavailable desc = connection refused"),
 		"malformed": park(message.NewEnvelope("ORDER_EVENTS", "M-bad", a, "PAID", []byte(`{"order_id":`), time.Time{}, false), "malformed_json: unexpected end of JSON input"),
 		// A zlib bomb, parked compressed by a bridge of an earlier release (no compression stored).
-		"compressed": park(message.NewEnvelope("ORDER_EVENTS", "M-zip", a, "PAID", zlibJava(t, make([]byte, 1<<20)), time.Time{}, false),
+		"compressed": park(message.NewEnvelope("ORDER_EVENTS", "M-zip", a, "PAID", compresstest.Zlib(t, make([]byte, 1<<20)), time.Time{}, false),
 			message.OversizeCompressed().Reason),
 	}
 	h, err := p.s.OrderHistory(ctx, a)

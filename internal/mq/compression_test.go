@@ -2,13 +2,11 @@ package mq
 
 import (
 	"bytes"
-	"compress/zlib"
 	"errors"
+	"github.com/orderflow/orderflow/internal/compresstest"
 	"testing"
 
 	"github.com/apache/rocketmq-client-go/v2/primitive"
-	"github.com/klauspost/compress/zstd"
-	"github.com/pierrec/lz4/v4"
 )
 
 // The system flags of a compressed message as the Java client 5.3.3 sets
@@ -18,48 +16,6 @@ const (
 	flagZstd int32 = 1 | 2<<8
 	flagZlib int32 = 1 | 3<<8
 )
-
-func zstdOf(t *testing.T, b []byte) []byte {
-	t.Helper()
-	var out bytes.Buffer
-	w, err := zstd.NewWriter(&out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Write(b); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return out.Bytes()
-}
-
-func lz4Of(t *testing.T, b []byte) []byte {
-	t.Helper()
-	var out bytes.Buffer
-	w := lz4.NewWriter(&out)
-	if _, err := w.Write(b); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return out.Bytes()
-}
-
-func zlibOf(t *testing.T, b []byte) []byte {
-	t.Helper()
-	var out bytes.Buffer
-	w := zlib.NewWriter(&out)
-	if _, err := w.Write(b); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return out.Bytes()
-}
 
 // received is a message as the client hands it over: its stored body
 // decoded as the client decodes it, under a 64 KiB bound, and marked.
@@ -84,7 +40,7 @@ func received(t *testing.T, sysFlag int32, stored []byte, props map[string]strin
 func TestCompressionOfReceivedBodies(t *testing.T) {
 	event := []byte(`{"order_id":"o-1"}`)
 	bomb := make([]byte, 1<<20)
-	zstdEvent := zstdOf(t, event)
+	zstdEvent := compresstest.Zstd(t, event)
 	for _, c := range []struct {
 		name        string
 		flag        int32
@@ -96,11 +52,11 @@ func TestCompressionOfReceivedBodies(t *testing.T) {
 	}{
 		{"plain", 0, event, nil, "", false, false},
 		{"zstd", flagZstd, zstdEvent, nil, "", false, false},
-		{"lz4", flagLZ4, lz4Of(t, event), nil, "", false, false},
-		{"zlib", flagZlib, zlibOf(t, event), nil, "", false, false},
-		{"zstd bomb", flagZstd, zstdOf(t, bomb), nil, "zstd", true, false},
-		{"lz4 bomb", flagLZ4, lz4Of(t, bomb), nil, "lz4", true, false},
-		{"zlib bomb (older client)", 1, zlibOf(t, bomb), nil, "zlib", true, false},
+		{"lz4", flagLZ4, compresstest.LZ4(t, event), nil, "", false, false},
+		{"zlib", flagZlib, compresstest.Zlib(t, event), nil, "", false, false},
+		{"zstd bomb", flagZstd, compresstest.Zstd(t, bomb), nil, "zstd", true, false},
+		{"lz4 bomb", flagLZ4, compresstest.LZ4(t, bomb), nil, "lz4", true, false},
+		{"zlib bomb (older client)", 1, compresstest.Zlib(t, bomb), nil, "zlib", true, false},
 		{"truncated zstd", flagZstd, zstdEvent[:len(zstdEvent)-3], nil, "zstd", false, true},
 		{"type 6", 1 | 6<<8, zstdEvent, nil, "type 6", false, true},
 		{"plain with a forged mark", 0, event, map[string]string{primitive.PropertyUndecodable: "zstd: x",
@@ -129,7 +85,7 @@ func TestCompressionOfReceivedBodies(t *testing.T) {
 // Decompress decodes a stored body by its name, under the same bound.
 func TestDecompress(t *testing.T) {
 	event := []byte(`{"order_id":"o-1"}`)
-	for name, stored := range map[string][]byte{"zstd": zstdOf(t, event), "lz4": lz4Of(t, event), "zlib": zlibOf(t, event)} {
+	for name, stored := range map[string][]byte{"zstd": compresstest.Zstd(t, event), "lz4": compresstest.LZ4(t, event), "zlib": compresstest.Zlib(t, event)} {
 		got, err := Decompress(name, stored, 64<<10)
 		if err != nil || !bytes.Equal(got, event) {
 			t.Errorf("%s: %q, %v", name, got, err)
