@@ -46,11 +46,13 @@ TEMPORAL ?= $(or $(ORDERFLOW_TEMPORAL_PROFILE),dev)
 TEMPORAL := $(TEMPORAL)
 export ORDERFLOW_TEMPORAL_PROFILE := $(TEMPORAL)
 
-.PHONY: up down status deps test test-short test-third-party lint vet demo bench chaos
+.PHONY: up down status deps test test-short test-bench test-third-party lint vet demo bench chaos
 
-## up: start PostgreSQL, Temporal (UI on :8233), RocketMQ (with its proxy) and Redis where not running
+## up: start PostgreSQL, Temporal (UI on :8233), RocketMQ (with its proxy) and Redis where not running,
+## then migrate database orderflow (orderflow migrate: the worker and the bridge only check the schema)
 up:
 	@scripts/stack.sh up
+	@$(GO) run ./cmd/orderflow migrate
 
 ## demo: start the stack, run the worker and the bridge, publish a demo
 ## scenario and check the invariants; leaves everything running (make down stops it)
@@ -73,6 +75,7 @@ deps:
 vet:
 	$(GO) vet ./...
 	$(GO) vet -tags chaos ./e2e
+	cd bench && $(GO) vet ./...
 
 $(STATICCHECK):
 	@mkdir -p $(dir $(STATICCHECK))
@@ -85,6 +88,7 @@ lint: $(STATICCHECK)
 	$(GO) vet -tags chaos ./e2e
 	$(STATICCHECK) ./...
 	$(STATICCHECK) -tags chaos ./e2e
+	cd bench && $(GO) vet ./... && $(STATICCHECK) ./...
 
 ## chaos: the fault matrix (every SIGKILL and network cut the invariants
 ## name, each case checked against all five invariants) on a stack of its own
@@ -95,7 +99,13 @@ chaos:
 ## test-short: the unit tests only, no service needed (about 20 s)
 test-short:
 	$(GO) test -short -count=1 ./...
+	$(MAKE) test-bench
 	$(MAKE) test-third-party RACE=
+
+## test-bench: the benchmark's unit tests, a module of its own (bench/) that
+## ./... does not reach (no service needed)
+test-bench:
+	cd bench && $(GO) test -short -count=1 ./...
 
 ## test-third-party: the tests of the patched RocketMQ client, a module of
 ## its own that ./... does not reach (no service needed)
@@ -109,6 +119,7 @@ test: up lint
 	$(GO) test $(GOTEST_FLAGS) $$($(GO) list ./... | grep -E '$(MQ_MATCH)')
 	$(GO) test $(RACE) $(GOTEST_FLAGS) -run '$(MQ_RACE_TESTS)' ./internal/mq
 	$(GO) test $(GOTEST_FLAGS) $$($(GO) list ./... | grep -E '$(SERIAL_MATCH)')
+	$(MAKE) test-bench
 	$(MAKE) test-third-party
 
 ## fuzz: run every fuzz target of the module for FUZZTIME each (default 1m);
@@ -133,4 +144,4 @@ deploy-check:
 ## baseline, the batching compare and the broker's flush cost (ASYNC_FLUSH
 ## against SYNC_FLUSH on two temporary brokers); about 15 minutes (BENCHMARKS.md)
 bench: up
-	$(GO) run ./bench $(BENCH_FLAGS)
+	cd bench && $(GO) run . $(BENCH_FLAGS)

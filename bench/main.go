@@ -137,10 +137,26 @@ type options struct {
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+	// The benchmark is a module of its own (bench/): it works from the
+	// repository's root, where the paths of its flags, scripts/stack.sh and
+	// the packages it builds are.
+	err := chdirRoot()
+	if err == nil {
+		err = run(ctx, os.Args[1:], os.Stdout)
+	}
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}
+}
+
+// chdirRoot makes the repository's root the working directory.
+func chdirRoot() error {
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	return os.Chdir(root)
 }
 
 func intList(s string) ([]int, error) {
