@@ -141,11 +141,12 @@ func (s *Set) usage() {
 		if e.Env != "" {
 			notes = append(notes, "env "+e.Env)
 		}
+		if e.Secret {
+			notes = append(notes, "secret")
+		}
 		switch {
 		case e.Secret && e.def != "":
 			notes = append(notes, "default "+Redact(e.def))
-		case e.Secret:
-			notes = append(notes, "secret")
 		case e.def != "":
 			notes = append(notes, "default "+e.def)
 		}

@@ -84,7 +84,8 @@ func TestUsageListsVariablesAndRedactsSecrets(t *testing.T) {
 	}
 	text := out.String()
 	for _, want := range []string{"Usage: t [flags]", "-database-url", "env DATABASE_URL", "-temporal-api-key", "env TEMPORAL_API_KEY",
-		"-rocketmq-secret-key", "-temporal-tls-client-cert-path", "postgres://orderflow:xxxxx@127.0.0.1:5432/orderflow",
+		"-rocketmq-secret-key", "-temporal-tls-client-cert-path", "(env DATABASE_URL; secret; default postgres://orderflow:xxxxx@127.0.0.1:5432/orderflow",
+		"(env ROCKETMQ_SECRET_KEY; secret)",
 		"-redis-url", "env REDIS_URL", "redis://127.0.0.1:6379/0"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("usage lacks %q:\n%s", want, text)
