@@ -427,13 +427,9 @@ func (h *Handler) prepare(ctx context.Context, p *pending) (bool, error) {
 		}
 		h.metrics.rejections.WithLabelValues(r.Rejection.Kind).Inc()
 		log.Warn("invalid message parked in dead_letters", "reason", r.Rejection.Reason, "body_bytes", len(m.Body))
-		if !env.StillCompressed() { // no sequence number can be read from a compressed body
-			if pid, seq := sequenceOf(env.Body); pid != "" {
-				if err := h.recordSeq(ctx, log, pid, seq); err != nil {
-					return false, err
-				}
-			}
-		}
+		// Its sequence number, if any, is not recorded: an invalid message
+		// proves nothing, and its number stays a hole until a valid copy
+		// arrives.
 		p.result = ResultParked
 		return false, nil
 	}
@@ -656,9 +652,10 @@ func undeliverable(detail string) string {
 }
 
 // parkUndeliverable parks p's message, a valid event that cannot reach its
-// workflow, in dead_letters with reason, then records its sequence number:
-// p is acked as parked. While parking fails, p goes back to the broker
-// (never acked).
+// workflow, in dead_letters with reason: p is acked as parked. Its sequence
+// number is not recorded: the event had no effect, and its number stays a
+// hole (a suspected loss) until a copy is delivered. While parking fails, p
+// goes back to the broker (never acked).
 func (h *Handler) parkUndeliverable(p *pending, reason string) {
 	dl := message.DeadLetter{Envelope: p.item.Source, Reason: reason}
 	p.span.SetAttributes(spanattr.ParkReason.String(reason))
@@ -673,11 +670,6 @@ func (h *Handler) parkUndeliverable(p *pending, reason string) {
 	p.parked, p.err, p.undelivered = reason, nil, nil
 	h.metrics.rejections.WithLabelValues(message.KindUndeliverable).Inc()
 	p.log.Warn("undeliverable event parked in dead_letters", "reason", reason)
-	e := p.item.Event
-	if err := h.recordSeq(p.ctx, p.log, e.ProducerID, e.Seq); err != nil {
-		p.err = err
-		return
-	}
 	p.result = ResultParked
 }
 

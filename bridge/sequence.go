@@ -2,7 +2,6 @@ package bridge
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 )
 
@@ -11,14 +10,16 @@ import (
 // It returns nil for numbers it declines to keep (it logs them).
 type RecordFunc func(ctx context.Context, producerID string, seq int64) error
 
-// WithRecorder makes h record the producer_id and seq of every message it
-// acknowledges, with r, after the message's effect is durable: a valid
-// event's, and an invalid message's when its body still carries both. A
-// message is acknowledged only once its number is recorded; while that
-// fails transiently, it is retried and handed back like a failed delivery.
-// A number PostgreSQL refuses for good (errclass) is logged and left out:
-// the message is acknowledged without it. Call it before h handles
-// messages. It returns h.
+// WithRecorder makes h record the producer_id and seq of every valid event
+// it acknowledges as signalled or as a duplicate, with r, after the event's
+// effect is durable. A parked message records nothing, whatever the reason:
+// an invalid one proves nothing (its producer_id and seq may be forged),
+// and an undeliverable one had no effect, so its number stays a hole until
+// a copy is delivered. A message is acknowledged only once its number is
+// recorded; while that fails transiently, it is retried and handed back
+// like a failed delivery. A number PostgreSQL refuses for good (errclass)
+// is logged and left out: the message is acknowledged without it. Call it
+// before h handles messages. It returns h.
 func (h *Handler) WithRecorder(r RecordFunc) *Handler {
 	h.record = r
 	return h
@@ -41,18 +42,4 @@ func (h *Handler) recordSeq(ctx context.Context, log *slog.Logger, producerID st
 			"producer_id", producerID, "seq", seq, "err", err)
 	}
 	return err
-}
-
-// sequenceOf reads producer_id and seq from the body of an invalid message,
-// leniently: "" when the body is not a JSON object carrying a string
-// producer_id and an integer seq.
-func sequenceOf(body []byte) (string, int64) {
-	var v struct {
-		ProducerID string `json:"producer_id"`
-		Seq        int64  `json:"seq"`
-	}
-	if json.Unmarshal(body, &v) != nil || v.Seq < 1 {
-		return "", 0
-	}
-	return v.ProducerID, v.Seq
 }

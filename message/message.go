@@ -241,6 +241,9 @@ func Encode(e fsm.Event) ([]byte, error) {
 	if err := e.Validate(); err != nil {
 		return nil, err
 	}
+	if err := e.CheckSequence(); err != nil {
+		return nil, err
+	}
 	b, err := json.Marshal(e)
 	if err != nil {
 		return nil, fmt.Errorf("encode event %s: %w", e.Key(), err)
@@ -289,13 +292,27 @@ func Decode(body []byte) (fsm.Event, error) {
 		return fsm.Event{}, d.err
 	}
 	if err := e.Validate(); err != nil {
-		var ve *fsm.ValidationError
-		if errors.As(err, &ve) {
-			return fsm.Event{}, reject(KindInvalidField, ve.Field, ve.Reason, err)
-		}
-		return fsm.Event{}, reject(KindInvalidField, "", err.Error(), err)
+		return fsm.Event{}, invalidField(err)
+	}
+	if d.value("seq", false) != nil && e.Seq == 0 {
+		// 0 stands for "no seq" in fsm.Event; a body that says 0 breaks
+		// the contract all the same.
+		return fsm.Event{}, reject(KindInvalidField, "seq", "must be >= 1", nil)
+	}
+	if err := e.CheckSequence(); err != nil {
+		return fsm.Event{}, invalidField(err)
 	}
 	return e, nil
+}
+
+// invalidField is the rejection of an event that fails err, a validation
+// error of package fsm.
+func invalidField(err error) *Rejection {
+	var ve *fsm.ValidationError
+	if errors.As(err, &ve) {
+		return reject(KindInvalidField, ve.Field, ve.Reason, err)
+	}
+	return reject(KindInvalidField, "", err.Error(), err)
 }
 
 // contractFields are the body's fields the contract defines.

@@ -149,6 +149,19 @@ func TestDecodeRejections(t *testing.T) {
 		{"user_id zero", withField(t, "user_id", `0`), KindInvalidField, "user_id", "invalid_field: user_id: must be > 0"},
 		{"version zero", withField(t, "version", `0`), KindInvalidField, "version", "invalid_field: version: must be >= 1"},
 		{"negative amount", withField(t, "amount_cents", `-1`), KindInvalidField, "amount_cents", "invalid_field: amount_cents: must be >= 0"},
+		{"producer_id too long", withField(t, "producer_id", `"`+strings.Repeat("p", 65)+`"`), KindInvalidField, "producer_id",
+			`invalid_field: producer_id: "` + strings.Repeat("p", 65) + `" must be 1-64 characters of [A-Za-z0-9._:-]`},
+		{"producer_id with a space", withField(t, "producer_id", `"shop 1"`), KindInvalidField, "producer_id",
+			`invalid_field: producer_id: "shop 1" must be 1-64 characters of [A-Za-z0-9._:-]`},
+		{"producer_id with an ESC", withField(t, "producer_id", `"p\u001b[31m"`), KindInvalidField, "producer_id",
+			`invalid_field: producer_id: "p\x1b[31m" must be 1-64 characters of [A-Za-z0-9._:-]`},
+		{"producer_id not ASCII", withField(t, "producer_id", `"prodücer"`), KindInvalidField, "producer_id",
+			`invalid_field: producer_id: "prodücer" must be 1-64 characters of [A-Za-z0-9._:-]`},
+		{"seq zero", withField(t, "seq", `0`), KindInvalidField, "seq", "invalid_field: seq: must be >= 1"},
+		{"seq negative", withField(t, "seq", `-3`), KindInvalidField, "seq", "invalid_field: seq: must be >= 1"},
+		{"seq without producer_id", withField(t, "producer_id", ""), KindInvalidField, "seq", "invalid_field: seq: needs a producer_id"},
+		{"seq with a null producer_id", withField(t, "producer_id", "null"), KindInvalidField, "seq", "invalid_field: seq: needs a producer_id"},
+		{"seq with an empty producer_id", withField(t, "producer_id", `""`), KindInvalidField, "seq", "invalid_field: seq: needs a producer_id"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -240,5 +253,52 @@ func TestDecodeDeepNesting(t *testing.T) {
 	var r *Rejection
 	if !errors.As(err, &r) || r.Kind != KindMalformedJSON {
 		t.Fatalf("Decode of 20000-deep nesting: %v, want malformed_json", err)
+	}
+}
+
+// TestDecodeAcceptsContractProducerIDs: producer IDs of the contract's
+// charset up to 64 characters are accepted, and so is a producer_id
+// without a seq (nothing to record) or neither field.
+func TestDecodeAcceptsContractProducerIDs(t *testing.T) {
+	for _, body := range []string{
+		withField(t, "producer_id", `"shop-1.eu:west_2"`),
+		withField(t, "producer_id", `"`+strings.Repeat("P", 64)+`"`),
+		withField(t, "seq", ""),
+		withField(t, "seq", "null"),
+	} {
+		if _, err := Decode([]byte(body)); err != nil {
+			t.Errorf("Decode(%s): %v", body, err)
+		}
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(validBody), &m); err != nil {
+		t.Fatal(err)
+	}
+	delete(m, "producer_id")
+	delete(m, "seq")
+	b, _ := json.Marshal(m)
+	if _, err := Decode(b); err != nil {
+		t.Errorf("Decode without producer_id and seq: %v", err)
+	}
+}
+
+// TestEncodeRefusesBadSequenceFields: producers cannot write what the
+// bridge would park.
+func TestEncodeRefusesBadSequenceFields(t *testing.T) {
+	e, err := Decode([]byte(validBody))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []func(*fsm.Event){
+		func(e *fsm.Event) { e.ProducerID = "a b" },
+		func(e *fsm.Event) { e.ProducerID = strings.Repeat("p", 65) },
+		func(e *fsm.Event) { e.ProducerID = "" },
+		func(e *fsm.Event) { e.Seq = -1 },
+	} {
+		c := e
+		bad(&c)
+		if _, err := Encode(c); err == nil {
+			t.Errorf("Encode accepted producer_id %q seq %d", c.ProducerID, c.Seq)
+		}
 	}
 }

@@ -42,9 +42,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/cenkalti/backoff/v5"
 
@@ -56,8 +54,9 @@ import (
 // DefaultTopic is the topic of the message contract.
 const DefaultTopic = "ORDER_EVENTS"
 
-// MaxProducerIDLen is the longest producer ID, in bytes.
-const MaxProducerIDLen = 128
+// MaxProducerIDLen is the longest producer ID the message contract
+// accepts.
+const MaxProducerIDLen = fsm.MaxProducerIDLen
 
 // Config configures a Producer or a TxProducer.
 type Config struct {
@@ -67,8 +66,9 @@ type Config struct {
 	// Topic is the topic every message goes to (default ORDER_EVENTS).
 	Topic string
 	// ProducerID names the sequence the messages are numbered in; it is
-	// every message's producer_id. Required; at most 128 bytes of valid
-	// UTF-8 without NUL. Keep it stable across restarts of the same
+	// every message's producer_id. Required; 1-64 characters of
+	// [A-Za-z0-9._:-] (fsm.ProducerIDRule), as the bridge parks any other
+	// producer_id. Keep it stable across restarts of the same
 	// producer, and distinct between producers sending at the same time.
 	ProducerID string
 	// Group is the RocketMQ producer group. A TxProducer requires it: the
@@ -135,10 +135,8 @@ func checkProducerID(id string) error {
 	switch {
 	case id == "":
 		return errors.New("producer: ProducerID is required")
-	case len(id) > MaxProducerIDLen:
-		return fmt.Errorf("producer: ProducerID is longer than %d bytes", MaxProducerIDLen)
-	case !utf8.ValidString(id) || strings.ContainsRune(id, 0):
-		return errors.New("producer: ProducerID must be valid UTF-8 without NUL characters")
+	case !fsm.ValidProducerID(id):
+		return fmt.Errorf("producer: ProducerID %q must be %s", id, fsm.ProducerIDRule)
 	}
 	return nil
 }

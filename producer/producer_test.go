@@ -20,9 +20,11 @@ func TestConfigIsChecked(t *testing.T) {
 	}{
 		{"no name server", Config{ProducerID: "p1"}, "NameServer"},
 		{"no producer ID", Config{NameServer: "x:1"}, "ProducerID is required"},
-		{"long producer ID", Config{NameServer: "x:1", ProducerID: strings.Repeat("p", 129)}, "longer than 128"},
-		{"NUL in producer ID", Config{NameServer: "x:1", ProducerID: "a\x00b"}, "NUL"},
-		{"invalid UTF-8", Config{NameServer: "x:1", ProducerID: "a\xffb"}, "UTF-8"},
+		{"long producer ID", Config{NameServer: "x:1", ProducerID: strings.Repeat("p", 65)}, "must be 1-64 characters"},
+		{"NUL in producer ID", Config{NameServer: "x:1", ProducerID: "a\x00b"}, "must be 1-64 characters"},
+		{"invalid UTF-8", Config{NameServer: "x:1", ProducerID: "a\xffb"}, "must be 1-64 characters"},
+		{"space in producer ID", Config{NameServer: "x:1", ProducerID: "shop 1"}, "must be 1-64 characters"},
+		{"ESC in producer ID", Config{NameServer: "x:1", ProducerID: "p\x1b[2J"}, "must be 1-64 characters"},
 	} {
 		if err := c.cfg.validate(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: validate = %v, want an error with %q", c.name, err, c.want)

@@ -23,9 +23,11 @@ import (
 
 // TestGapsTwoBridgesShuffled: two bridges of one consumer group record the
 // sequence numbers of a producer whose messages arrive shuffled over four
-// queues, some twice, one in an invalid message, some never. The holes are
-// exactly the numbers never sent, the metrics count them once they are
-// open longer than the window, and late arrivals close them.
+// queues, some twice, one only in an invalid message, some never. The
+// holes are exactly the numbers never sent in a valid event (an invalid
+// message is parked and records nothing), the metrics count them once they
+// are open longer than the window, and late arrivals (the invalid one's
+// valid copy among them) close them.
 func TestGapsTwoBridgesShuffled(t *testing.T) {
 	namesrv := testenv.RocketMQNamesrv(t)
 	db, dsn := testenv.NewDatabase(t)
@@ -81,7 +83,7 @@ func TestGapsTwoBridgesShuffled(t *testing.T) {
 	const n = 80
 	lost := map[int64]bool{7: true, 20: true, 21: true, 22: true, 45: true}
 	badSeq := int64(50)
-	send := func(seq int64) {
+	send := func(seq int64, valid bool) {
 		t.Helper()
 		body, err := message.Encode(fsm.Event{EventID: fmt.Sprintf("e-%d", seq), OrderID: fmt.Sprintf("%s-%d", pid, seq),
 			UserID: 1, Status: fsm.Created, Version: 1, AmountCents: 100, OccurredAt: time.Now().UTC(),
@@ -93,7 +95,7 @@ func TestGapsTwoBridgesShuffled(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if seq == badSeq { // still numbered, but invalid: parked, and its number recorded
+		if !valid { // still numbered, but invalid: parked, its number not recorded
 			m.Body = []byte(fmt.Sprintf(`{"event_id":"e-%d","order_id":"%s-%d","user_id":1,"status":"REFUNDED","version":1,"amount_cents":100,"occurred_at":"2025-01-01T00:00:00Z","producer_id":%q,"seq":%d}`,
 				seq, pid, seq, pid, seq))
 		}
@@ -112,13 +114,13 @@ func TestGapsTwoBridgesShuffled(t *testing.T) {
 	}
 	rand.Shuffle(len(seqs), func(a, b int) { seqs[a], seqs[b] = seqs[b], seqs[a] })
 	for _, s := range seqs {
-		send(s)
+		send(s, s != badSeq)
 	}
 
-	// The holes are right once every number arrived once; a producer
-	// retry's second copy may still be on its way, so the count is waited
-	// for too.
-	waitGaps(t, st, pid, n, int64(len(seqs)), [][2]int64{{7, 7}, {20, 22}, {45, 45}})
+	// The holes are right once every number sent valid arrived once; a
+	// producer retry's second copy may still be on its way, so the count
+	// is waited for too. The invalid message's number is a hole.
+	waitGaps(t, st, pid, n, int64(len(seqs)-1), [][2]int64{{7, 7}, {20, 22}, {45, 45}, {badSeq, badSeq}})
 	for i, b := range bridges {
 		if v := metric(t, b.Addr(), signalled); v <= warm[i] {
 			t.Errorf("bridge %d handled none of the numbered messages: the two did not share the queues", i)
@@ -127,15 +129,17 @@ func TestGapsTwoBridgesShuffled(t *testing.T) {
 	// Suspected once open longer than the window, on either bridge.
 	series := fmt.Sprintf(`orderflow_sequence_gaps{producer_id=%q}`, pid)
 	missing := fmt.Sprintf(`orderflow_sequence_missing_messages{producer_id=%q}`, pid)
-	waitMetric(t, bridges[0].Addr(), series, 3)
+	waitMetric(t, bridges[0].Addr(), series, float64(3+1))
 	// Each bridge reads the gaps in the background: bridge 1's reading may
 	// lag bridge 0's by an interval.
-	waitMetric(t, bridges[1].Addr(), missing, 5)
+	waitMetric(t, bridges[1].Addr(), missing, float64(len(lost)+1))
 
-	// Late arrivals close the holes.
+	// Late arrivals close the holes: the lost numbers, and a valid copy
+	// of the invalid one.
 	for s := range lost {
-		send(s)
+		send(s, true)
 	}
+	send(badSeq, true)
 	waitGaps(t, st, pid, n, int64(len(seqs)+len(lost)), nil)
 	waitMetric(t, bridges[1].Addr(), series, 0)
 }

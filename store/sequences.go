@@ -4,28 +4,24 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"gorm.io/gorm"
-)
 
-// maxProducerIDLen bounds the producer IDs RecordSeq keeps.
-const maxProducerIDLen = 128
+	"github.com/orderflow/orderflow/fsm"
+)
 
 // RecordSeq records that the message numbered seq in producerID's sequence
 // was received. The numbers are kept as contiguous ranges: a new number
 // extends or joins its neighbours, a repeat changes nothing but the
 // producer's counters. Concurrent calls for one producer are serialized by
 // its row; calls for different producers do not wait for each other. A
-// producer ID that is empty, longer than 128 bytes or not storable, or a
+// producer ID that breaks the contract's rule (fsm.ProducerIDRule), or a
 // seq below 1, is refused with ErrInvalid.
 func (s *Store) RecordSeq(ctx context.Context, producerID string, seq int64) error {
 	switch {
-	case producerID == "" || len(producerID) > maxProducerIDLen ||
-		!utf8.ValidString(producerID) || strings.ContainsRune(producerID, 0):
-		return invalid(fmt.Errorf("producer_id %q is not 1-%d bytes of UTF-8 without NUL", producerID, maxProducerIDLen))
+	case !fsm.ValidProducerID(producerID):
+		return invalid(fmt.Errorf("producer_id %q must be %s", producerID, fsm.ProducerIDRule))
 	case seq < 1:
 		return invalid(fmt.Errorf("seq %d of producer %q is below 1", seq, producerID))
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -78,7 +79,8 @@ func TestRecordSeqFindsAndClosesGaps(t *testing.T) {
 	for _, bad := range []struct {
 		p   string
 		seq int64
-	}{{"", 1}, {"p", 0}, {"p", -3}, {"a\x00b", 1}, {string(make([]byte, 129)), 1}} {
+	}{{"", 1}, {"p", 0}, {"p", -3}, {"a\x00b", 1}, {strings.Repeat("p", 65), 1},
+		{"a b", 1}, {"p\x1b[2J", 1}, {"prodücer", 1}} {
 		if err := s.RecordSeq(context.Background(), bad.p, bad.seq); !errors.Is(err, store.ErrInvalid) {
 			t.Errorf("RecordSeq(%q, %d) = %v, want ErrInvalid", bad.p, bad.seq, err)
 		}
