@@ -1,0 +1,191 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/orderflow/orderflow/activities"
+	"github.com/orderflow/orderflow/fsm"
+	"github.com/orderflow/orderflow/workflows/api"
+)
+
+// handle judges and applies one event. It returns an error only when the
+// workflow cannot go on (it was cancelled); bad input is counted and logged.
+func (r *run) handle(in Delivery) error {
+	e := in.Event
+	r.state.Processed++
+	r.state.LastEventAt = workflow.Now(r.ctx)
+	logger := log.With(r.logger, "version", e.Version, "status", e.Status, "event_id", e.EventID)
+	if !r.admit(e, logger) {
+		return nil
+	}
+	hash := e.ContentHash()
+	if h, ok := r.state.Recorded[e.Version]; ok && h == hash {
+		return r.duplicate(e, logger)
+	}
+
+	// The step's summary is the workflow's own decision, known before the
+	// step; the database's, authoritative, is its result.
+	local := r.expect(e)
+	var res activities.ApplyEventResult
+	err := r.execute(acts.ApplyEvent, activities.ApplyEventInput{Event: e, Source: in.Source},
+		DecisionSummary(e, local)).Get(r.ctx, &res)
+	if err != nil {
+		if temporal.IsCanceledError(err) {
+			return err
+		}
+		r.state.Failed++
+		logger.Error("event could not be applied, ignored", "invalid_input", isNonRetryable(err), "error", err)
+		r.showDetails(fmt.Sprintf("v%d %s → not applied (%s)", e.Version, e.Status, firstLine(err.Error(), 200)))
+		return nil
+	}
+	last := r.adopt(e, hash, local, res, logger)
+	r.logDecision(res, logger)
+	if err := r.movePoints(res.Decision, e.Version, logger); err != nil {
+		return err
+	}
+	r.showDetails(last)
+	if r.coalesce {
+		return nil // the caller upserts once the pending signals are handled
+	}
+	return r.upsertStatus()
+}
+
+// admit reports whether e is a valid event of the run's order; an event
+// that is not is counted as failed, logged and ignored.
+func (r *run) admit(e fsm.Event, logger log.Logger) bool {
+	if err := e.Validate(); err != nil {
+		r.state.Failed++
+		logger.Error("invalid event signalled, ignored", "error", err)
+		r.showDetails("an invalid signal, ignored")
+		return false
+	}
+	if e.OrderID != r.state.OrderID {
+		r.state.Failed++
+		logger.Error("event of another order signalled, ignored", "event_order_id", e.OrderID)
+		r.showDetails(fmt.Sprintf("an event of order %s, ignored", e.OrderID))
+		return false
+	}
+	return true
+}
+
+// duplicate skips an event whose business key the run has recorded with
+// the same content; with reconcile, it writes any ledger row still
+// missing.
+func (r *run) duplicate(e fsm.Event, logger log.Logger) error {
+	r.state.Counts[fsm.Duplicate]++
+	logger.Debug("duplicate event skipped")
+	r.showDetails(fmt.Sprintf("v%d %s → duplicate, skipped", e.Version, e.Status))
+	if r.reconcile {
+		return r.reconcilePoints(logger)
+	}
+	return nil
+}
+
+// adopt records the database's decision on e (content hash hash) in the
+// run's state, and returns the line the current details show for it, which
+// notes where it differs from the workflow's own (local).
+func (r *run) adopt(e fsm.Event, hash string, local fsm.Decision, res activities.ApplyEventResult, logger log.Logger) string {
+	d := res.Decision
+	last := DecisionSummary(e, d)
+	if d.Outcome != local.Outcome {
+		logger.Info("database decision differs from the workflow's", "workflow_outcome", local.Outcome,
+			"outcome", d.Outcome, "repeat", res.Repeat)
+		last += fmt.Sprintf(" (database; the workflow expected %s)", local.Outcome)
+	}
+	if _, ok := r.state.Recorded[e.Version]; !ok {
+		r.state.Recorded[e.Version] = hash
+	}
+	r.state.Counts[d.Outcome]++
+	if d.Gap && d.Outcome == fsm.Applied {
+		r.state.Gaps++
+	}
+	// The stored order only moves forward; adopt the database's view of it.
+	if !r.state.Exists || d.Next.Version >= r.state.Order.Version {
+		if d.Next.OrderID != "" {
+			r.state.Order = d.Next
+			r.state.Exists = true
+		}
+	}
+	r.state.Points = r.state.Order.NetPoints()
+	if r.state.Order.Status.Terminal() && r.state.TerminalAt.IsZero() {
+		r.state.TerminalAt = workflow.Now(r.ctx)
+	}
+	return last
+}
+
+// logDecision logs the outcome of an applied event.
+func (r *run) logDecision(res activities.ApplyEventResult, logger log.Logger) {
+	d := res.Decision
+	switch d.Outcome {
+	case fsm.Stale:
+		logger.Info("stale event ignored", "outcome", d.Outcome, "reason", d.Reason,
+			"order_status", r.state.Order.Status, "order_version", r.state.Order.Version)
+	case fsm.Illegal, fsm.Conflict:
+		logger.Warn("event not applied", "outcome", d.Outcome, "reason", d.Reason,
+			"order_status", r.state.Order.Status, "order_version", r.state.Order.Version)
+	default:
+		logger.Info("event handled", "outcome", d.Outcome, "gap", d.Gap, "repeat", res.Repeat)
+	}
+}
+
+// movePoints writes the ledger row the decision moves points with, then
+// any other row the stored order is due.
+func (r *run) movePoints(d fsm.Decision, version int64, logger log.Logger) error {
+	if d.Points != fsm.PointsNone {
+		if err := r.award(d.Points, d.PointsDelta, version, logger); err != nil {
+			return err
+		}
+	}
+	return r.reconcilePoints(logger)
+}
+
+// award inserts one points ledger row (idempotent: the ledger keeps at most
+// one row per order and kind) and remembers that it is in place.
+func (r *run) award(kind fsm.PointsKind, points, version int64, logger log.Logger) error {
+	ctx := r.ctx
+	in := activities.AwardPointsInput{OrderID: r.state.OrderID, UserID: r.state.Order.PointsUser(), Kind: kind,
+		Points: points, Version: version}
+	var pr activities.AwardPointsResult
+	if err := r.execute(acts.AwardPoints, in, PointsSummary(kind, points, in.UserID)).Get(ctx, &pr); err != nil {
+		if temporal.IsCanceledError(err) {
+			return err
+		}
+		r.state.Failed++
+		logger.Error("points could not be awarded", "kind", kind, "points", points, "error", err)
+		return nil
+	}
+	r.state.setAwarded(kind)
+	logger.Info("points awarded", "kind", kind, "points", points, "inserted", pr.Inserted)
+	return nil
+}
+
+// reconcilePoints makes sure the ledger has the rows the stored order is
+// due: after a retried ApplyEvent whose first completion was lost, or in a
+// fresh run, the decision alone does not say so.
+func (r *run) reconcilePoints(logger log.Logger) error {
+	if !r.state.Exists {
+		return nil
+	}
+	for _, p := range r.state.Order.PointsDue() {
+		if r.state.awarded(p.Kind) {
+			continue
+		}
+		if err := r.award(p.Kind, p.Points, r.state.Order.Version, logger); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// isNonRetryable reports whether err is an activity failure of one of the
+// NonRetryableErrorTypes.
+func isNonRetryable(err error) bool {
+	var appErr *temporal.ApplicationError
+	return errors.As(err, &appErr) && slices.Contains(api.NonRetryableErrorTypes(), appErr.Type())
+}
