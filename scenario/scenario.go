@@ -261,24 +261,60 @@ type orderPlan struct {
 // final is the order's highest-version event of the first phase.
 func (p *orderPlan) final() Event { return p.published[len(p.published)-1] }
 
+// run generates the scenario: the orders' plans, the first phase's
+// messages (lost events, shuffled queues interleaved, conflicts, bad
+// messages, duplicates), the late phase, and the expected state.
 func (g *generator) run() (*Scenario, error) {
-	o := g.o
-	plans := make([]*orderPlan, o.Orders)
+	plans := make([]*orderPlan, g.o.Orders)
 	for i := range plans {
 		plans[i] = g.plan(i)
 	}
+	g.loseMiddle(plans)
+	queues, err := g.queues(plans)
+	if err != nil {
+		return nil, err
+	}
+	msgs := g.interleave(queues)
+	msgs, conflicts, conflicted, err := g.conflicts(msgs)
+	if err != nil {
+		return nil, err
+	}
+	msgs, bads := g.addBad(msgs)
+	msgs, dups := g.duplicate(msgs)
+	if err := loseAfter(msgs, plans); err != nil {
+		return nil, err
+	}
+	late, lateKeys, lateConflicts, lateDups, err := g.latePhase(plans, conflicted)
+	if err != nil {
+		return nil, err
+	}
+	conflicts = append(conflicts, lateConflicts...)
 
-	// Lost events: a middle version is never published in the first phase.
+	exp := g.expected(plans, conflicts, bads, lateKeys)
+	exp.Counts.Messages = len(msgs) + len(late)
+	exp.Counts.Late = len(late)
+	exp.Counts.Duplicates = dups + lateDups
+	if len(late) > 0 {
+		exp.Phases = 2
+	}
+	return &Scenario{Messages: msgs, Late: late, Expected: exp}, nil
+}
+
+// loseMiddle picks the lost events: in some orders, a middle version is
+// never published in the first phase.
+func (g *generator) loseMiddle(plans []*orderPlan) {
 	for _, p := range plans {
 		p.published = p.events
-		if len(p.events) >= 3 && g.rng.Float64() < o.GapRate {
+		if len(p.events) >= 3 && g.rng.Float64() < g.o.GapRate {
 			k := 1 + g.rng.IntN(len(p.events)-2)
 			p.lost = []Event{p.events[k]}
 			p.published = append(append([]Event{}, p.events[:k]...), p.events[k+1:]...)
 		}
 	}
+}
 
-	// Per-order publish queues, some shuffled.
+// queues returns each order's publish queue, some shuffled.
+func (g *generator) queues(plans []*orderPlan) ([][]Message, error) {
 	queues := make([][]Message, len(plans))
 	for i, p := range plans {
 		q := make([]Message, 0, len(p.published))
@@ -289,22 +325,31 @@ func (g *generator) run() (*Scenario, error) {
 			}
 			q = append(q, m)
 		}
-		if len(q) >= 2 && g.rng.Float64() < o.Reorder {
+		if len(q) >= 2 && g.rng.Float64() < g.o.Reorder {
 			p.reordered = true
-			for same := true; same; {
-				g.rng.Shuffle(len(q), func(a, b int) { q[a], q[b] = q[b], q[a] })
-				for k := range q {
-					if q[k].Event.Version != p.published[k].Version {
-						same = false
-						break
-					}
-				}
-			}
+			g.shuffle(q, p.published)
 		}
 		queues[i] = q
 	}
+	return queues, nil
+}
 
-	// Interleave the orders at random, keeping each order's queue order.
+// shuffle shuffles q until it is out of the order of published.
+func (g *generator) shuffle(q []Message, published []Event) {
+	for same := true; same; {
+		g.rng.Shuffle(len(q), func(a, b int) { q[a], q[b] = q[b], q[a] })
+		for k := range q {
+			if q[k].Event.Version != published[k].Version {
+				same = false
+				break
+			}
+		}
+	}
+}
+
+// interleave merges the orders' queues at random, keeping each queue's
+// order.
+func (g *generator) interleave(queues [][]Message) []Message {
 	total := 0
 	for _, q := range queues {
 		total += len(q)
@@ -326,81 +371,74 @@ func (g *generator) run() (*Scenario, error) {
 			live = live[:len(live)-1]
 		}
 	}
+	return msgs
+}
 
-	// Conflicts: a copy of a published event with a different occurred_at,
-	// inserted at a random position.
+// conflicts inserts the first phase's conflicts into msgs: a copy of a
+// published event with a different occurred_at, at a random position. It
+// returns the messages, the conflicts, and the business keys they copy.
+func (g *generator) conflicts(msgs []Message) ([]Message, []ExpectedConflict, map[Key]bool, error) {
 	var conflicts []ExpectedConflict
 	conflicted := map[Key]bool{}
-	if o.Conflicts > 0 {
-		events := make([]Event, 0, len(msgs))
-		for _, m := range msgs {
-			events = append(events, m.Event)
-		}
-		pick := g.rng.Perm(len(events))
-		if o.Conflicts < len(pick) {
-			pick = pick[:o.Conflicts]
-		}
-		sort.Ints(pick)
-		for _, k := range pick {
-			orig := events[k]
-			c := orig
-			c.EventID = orig.EventID + "-conflict"
-			c.OccurredAt = orig.OccurredAt.Add(time.Second)
-			g.seq++
-			c.Seq = g.seq
-			m, err := eventMessage(KindConflict, c)
-			if err != nil {
-				return nil, err
-			}
-			msgs = insertAt(msgs, g.rng.IntN(len(msgs)+1), m)
-			conflicts = append(conflicts, ExpectedConflict{OrderID: orig.OrderID, Version: orig.Version, Copy: c.Content(), Phase: 1})
-			conflicted[orig.Key()] = true
-		}
+	if g.o.Conflicts <= 0 {
+		return msgs, conflicts, conflicted, nil
 	}
+	events := make([]Event, 0, len(msgs))
+	for _, m := range msgs {
+		events = append(events, m.Event)
+	}
+	pick := g.rng.Perm(len(events))
+	if g.o.Conflicts < len(pick) {
+		pick = pick[:g.o.Conflicts]
+	}
+	sort.Ints(pick)
+	for _, k := range pick {
+		orig := events[k]
+		c := orig
+		c.EventID = orig.EventID + "-conflict"
+		c.OccurredAt = orig.OccurredAt.Add(time.Second)
+		g.seq++
+		c.Seq = g.seq
+		m, err := eventMessage(KindConflict, c)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		msgs = insertAt(msgs, g.rng.IntN(len(msgs)+1), m)
+		conflicts = append(conflicts, ExpectedConflict{OrderID: orig.OrderID, Version: orig.Version, Copy: c.Content(), Phase: 1})
+		conflicted[orig.Key()] = true
+	}
+	return msgs, conflicts, conflicted, nil
+}
 
-	// Bad messages at random positions.
+// addBad inserts the bad messages into msgs at random positions.
+func (g *generator) addBad(msgs []Message) ([]Message, []BadMessage) {
 	var bads []BadMessage
-	for n := 0; n < o.Bad; n++ {
+	for n := 0; n < g.o.Bad; n++ {
 		m, b := g.badMessage(n)
 		msgs = insertAt(msgs, g.rng.IntN(len(msgs)+1), m)
 		bads = append(bads, b)
 	}
+	return msgs, bads
+}
 
-	msgs, dups := g.duplicate(msgs)
-	if err := loseAfter(msgs, plans); err != nil {
-		return nil, err
-	}
-
-	late, lateKeys, lateConflicts, lateDups, err := g.latePhase(plans, conflicted)
-	if err != nil {
-		return nil, err
-	}
-	conflicts = append(conflicts, lateConflicts...)
-
+// expected is the expected state of the orders planned: their final
+// snapshots, the business keys published (lateKeys those of the second
+// phase), the lost events, and the counts that follow from them. The
+// caller adds the counts of messages, late messages and duplicates.
+func (g *generator) expected(plans []*orderPlan, conflicts []ExpectedConflict, bads []BadMessage, lateKeys []PublishedKey) Expected {
 	exp := Expected{
-		Prefix:    o.Prefix,
-		Options:   o,
+		Prefix:    g.o.Prefix,
+		Options:   g.o,
 		Phases:    1,
 		Conflicts: conflicts,
 		Bad:       bads,
-	}
-	if len(late) > 0 {
-		exp.Phases = 2
 	}
 	for _, p := range plans {
 		f := p.final()
 		exp.Orders = append(exp.Orders, ExpectedOrder{
 			OrderID: p.id, UserID: f.UserID, Status: f.Status, Version: f.Version, AmountCents: f.AmountCents,
 		})
-		for _, e := range p.published {
-			k := PublishedKey{OrderID: e.OrderID, Version: e.Version, Content: e.Content(), Phase: 1}
-			if e.Version == f.Version {
-				// The highest version finds every earlier status able to
-				// reach it, whenever it arrives.
-				k.Outcome = OutcomeApplied
-			}
-			exp.Keys = append(exp.Keys, k)
-		}
+		exp.Keys = append(exp.Keys, publishedKeys(p)...)
 		for _, e := range p.lost {
 			if !containsEvent(p.lateLost, e) {
 				exp.Lost = append(exp.Lost, PublishedKey{OrderID: e.OrderID, Version: e.Version, Content: e.Content()})
@@ -414,11 +452,8 @@ func (g *generator) run() (*Scenario, error) {
 		}
 	}
 	exp.Keys = append(exp.Keys, lateKeys...)
-	exp.Counts.Messages = len(msgs) + len(late)
-	exp.Counts.Late = len(late)
 	exp.Counts.Orders = len(plans)
 	exp.Counts.Events = len(exp.Keys)
-	exp.Counts.Duplicates = dups + lateDups
 	exp.Counts.Lost = len(exp.Lost)
 	exp.Counts.Conflicts = len(conflicts)
 	exp.Counts.Bad = len(bads)
@@ -427,7 +462,23 @@ func (g *generator) run() (*Scenario, error) {
 			exp.Counts.Illegal++
 		}
 	}
-	return &Scenario{Messages: msgs, Late: late, Expected: exp}, nil
+	return exp
+}
+
+// publishedKeys are the business keys of p's first phase.
+func publishedKeys(p *orderPlan) []PublishedKey {
+	f := p.final()
+	keys := make([]PublishedKey, 0, len(p.published))
+	for _, e := range p.published {
+		k := PublishedKey{OrderID: e.OrderID, Version: e.Version, Content: e.Content(), Phase: 1}
+		if e.Version == f.Version {
+			// The highest version finds every earlier status able to reach
+			// it, whenever it arrives.
+			k.Outcome = OutcomeApplied
+		}
+		keys = append(keys, k)
+	}
+	return keys
 }
 
 // loseAfter attaches each lost event to the first copy of its order's
