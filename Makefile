@@ -138,10 +138,9 @@ deploy-check:
 	@ORDERFLOW_CACHE=$(ORDERFLOW_CACHE) GO=$(GO) scripts/deploy-check.sh
 
 ## bench: start the stack, then measure orderflow on two Temporal engines
-## (the stack's dev server, and the server profile the benchmark starts
-## beside it on other ports): backlog drains, duplicates, a hot order,
-## open-loop latency, the Temporal ceiling; once, the direct-consumer
-## baseline, the batching compare and the broker's flush cost (ASYNC_FLUSH
-## against SYNC_FLUSH on two temporary brokers); about 15 minutes (BENCHMARKS.md)
+## (a dev server and the Temporal server on PostgreSQL, each started by the
+## benchmark beside the stack on ports of its own): the direct-consumer
+## baseline, backlog drains, duplicates, a hot order and open-loop latency;
+## writes bench/results/<date>-<commit>.json; about 10 minutes (BENCHMARKS.md)
 bench: up
 	cd bench && $(GO) run . $(BENCH_FLAGS)

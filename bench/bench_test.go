@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/orderflow/orderflow/internal/procs"
-	"github.com/orderflow/orderflow/internal/uniq"
 )
 
 func TestParseRejectsBadFlags(t *testing.T) {
@@ -31,42 +30,35 @@ func TestParseRejectsBadFlags(t *testing.T) {
 		{"-hot-events", "3"},
 		{"-hot-max-events", "-1"},
 		{"-concurrency", "-1"},
-		{"-scale-concurrency", "8,x"},
-		{"-scale-workers", ""},
-		{"-ceiling-workflows", "0"},
 		{"-open-other-duration", "0s"},
 		{"-engines", ""},
 		{"-engines", "dev,cloud"},
 		{"-engines", "dev,dev"},
+		{"-engines", "stack"}, // the stack's own Temporal is not measured
 		{"-server-ports", "7333"},
 		{"-server-ports", "7333,7340"},  // the UI on a port the server takes
-		{"-server-ports", "25870,8333"}, // 25876 is the flush step's name server
 		{"-server-ports", "65530,8333"}, // the server takes the frontend port + 9
 		{"-server-shards", "0"},
-		{"-skip-scaling"}, // the scaling table is opt-in: -scaling
+		{"-tune", "all"}, // the tuning mode is gone: BENCHMARKS.md has its finding
+		{"-scaling"},
+		{"-flush=false"},
 		{"extra"},
 	} {
-		if _, _, _, err := parse(args); err == nil {
+		if _, _, err := parse(args); err == nil {
 			t.Errorf("parse(%q) accepted bad input", args)
 		}
 	}
-	_, tu, o, err := parse([]string{"-scale-concurrency", "4, 16", "-workflow-pollers", "8"})
+	_, o, err := parse(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(o.scaleConc) != 2 || o.scaleConc[0] != 4 || o.scaleConc[1] != 16 {
-		t.Errorf("scale concurrency %v, want [4 16]", o.scaleConc)
-	}
 	if len(o.open.Fractions) != 3 || o.open.Steady != 0.5 || o.open.Duration != time.Minute || o.open.Others != 30*time.Second ||
-		o.hotEvents != 2000 || o.dupRate != 0.5 {
-		t.Errorf("defaults: open loop %+v, hot events %d, dup rate %v", o.open, o.hotEvents, o.dupRate)
+		o.hotEvents != 2000 || o.dupRate != 0.5 || o.resultsDir != "bench/results" {
+		t.Errorf("defaults: open loop %+v, hot events %d, dup rate %v, results %q", o.open, o.hotEvents, o.dupRate, o.resultsDir)
 	}
-	if len(o.engines) != 2 || o.engines[0].Name != "dev" || o.engines[1].Name != "server" || o.scaling ||
+	if len(o.engines) != 2 || o.engines[0].Name != "dev" || o.engines[1].Name != "server" ||
 		!slices.Equal(o.serverPorts, []int{7333, 8333}) || o.serverShards != 4 {
-		t.Errorf("defaults: engines %v, scaling %v, server ports %v, shards %d", o.engines, o.scaling, o.serverPorts, o.serverShards)
-	}
-	if tu.WorkflowPollers != 8 || !strings.Contains(strings.Join(tu.workerFlags(), " "), "-workflow-pollers 8") {
-		t.Errorf("worker flags %v do not carry -workflow-pollers 8", tu.workerFlags())
+		t.Errorf("defaults: engines %v, server ports %v, shards %d", o.engines, o.serverPorts, o.serverShards)
 	}
 }
 
@@ -270,15 +262,11 @@ func TestChartTicks(t *testing.T) {
 
 func TestSummaryLines(t *testing.T) {
 	res := results{Baseline: cellResult{Rate: 2000}, Engines: []engineResult{
-		{Name: "dev", E2E: cellResult{Rate: 100}, Ratio: 0.05, SteadyP99: 212.4,
-			Ceiling: ceilingJSON{Workflows: 1500, Concurrency: 64, Seconds: 20, Rate: 75}},
-		{Name: "server", E2E: cellResult{Rate: 150.25}, Ratio: 0.075, SteadyP99: 90,
-			Ceiling: ceilingJSON{Workflows: 1500, Concurrency: 64, Seconds: 10, Rate: 150}},
+		{Name: "dev", E2E: cellResult{Rate: 100}, Ratio: 0.05, SteadyP99: 212.4},
+		{Name: "server", E2E: cellResult{Rate: 150.25}, Ratio: 0.075, SteadyP99: 90},
 	}}
 	got := summaryLines(res)
 	want := []string{
-		"[dev] ceiling:  1500 trivial signal-started workflows (64 in flight) in 20.0s = 75.0 wf/s (informational: Temporal alone, not comparable with events/s)",
-		"[server] ceiling:  1500 trivial signal-started workflows (64 in flight) in 10.0s = 150.0 wf/s (informational: Temporal alone, not comparable with events/s)",
 		"orderflow bench [temporal=server]: e2e=150.2 baseline=2000.0 ratio=0.07 p99_ms=90",
 		"orderflow bench: e2e=100.0 baseline=2000.0 ratio=0.05 p99_ms=212",
 	}
@@ -287,13 +275,57 @@ func TestSummaryLines(t *testing.T) {
 	}
 	// The dev engine's line comes last whatever the order of the run.
 	res.Engines[0], res.Engines[1] = res.Engines[1], res.Engines[0]
-	if got := summaryLines(res); got[len(got)-1] != want[3] || got[len(got)-2] != want[2] {
-		t.Errorf("server first: last lines %q", got[len(got)-2:])
+	if got := summaryLines(res); !slices.Equal(got, want) {
+		t.Errorf("server first: lines %q", got)
 	}
 	// Without the dev engine every line is tagged.
 	res.Engines = res.Engines[:1]
-	if got := summaryLines(res); got[len(got)-1] != want[2] {
-		t.Errorf("server alone: last line %q", got[len(got)-1])
+	if got := summaryLines(res); !slices.Equal(got, want[:1]) {
+		t.Errorf("server alone: lines %q", got)
+	}
+}
+
+// TestWriteResults: a run's results file is named by its start (UTC) and
+// commit, and reads back as the results written.
+func TestWriteResults(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "results")
+	res := results{Started: time.Date(2026, 11, 22, 19, 40, 4, 0, time.FixedZone("x", 3600)), Commit: "94a5002",
+		Baseline: cellResult{Rate: 2425.6}, Engines: []engineResult{openLoopEngine("dev", 210.7)}}
+	path, err := writeResults(dir, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(dir, "2026-11-22T184004Z-94a5002.json"); path != want {
+		t.Errorf("results file %s, want %s", path, want)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back results
+	if err := json.Unmarshal(data, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Baseline.Rate != 2425.6 || len(back.Engines) != 1 || back.Engines[0].E2E.Rate != 210.7 ||
+		len(back.Engines[0].OpenLoop) != 3 || back.Machine == "" {
+		t.Errorf("read back %+v", back)
+	}
+}
+
+// TestResultsOfRecordDrawTheChart: every results file kept in
+// bench/results/ is one the benchmark can read and draw.
+func TestResultsOfRecordDrawTheChart(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("results", "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no results file in bench/results")
+	}
+	for _, f := range files {
+		if err := redrawChart(f, filepath.Join(t.TempDir(), "c.png"), io.Discard); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
 	}
 }
 
@@ -302,13 +334,6 @@ func TestNiceStep(t *testing.T) {
 		if got := niceStep(raw); got != want {
 			t.Errorf("niceStep(%v) = %v, want %v", raw, got, want)
 		}
-	}
-}
-
-func TestUniqueName(t *testing.T) {
-	a, b := uniq.Name("x"), uniq.Name("x")
-	if a == b || !strings.HasPrefix(a, "x-") {
-		t.Errorf("uniqueName: %q, %q", a, b)
 	}
 }
 

@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/orderflow/orderflow/check"
@@ -51,7 +50,8 @@ type cellConfig struct {
 	Fraction float64 `json:",omitempty"`
 	// BridgeArgs are extra flags of this cell's bridge.
 	BridgeArgs []string `json:",omitempty"`
-	Profile    bool     // capture CPU profiles of the first worker and the bridge
+	// Metrics keeps the processes' /metrics and the means of sdkMeans.
+	Metrics bool `json:",omitempty"`
 	// generate, when set, builds the scenario instead of scenarioOptions.
 	generate func(prefix string) (*scenario.Scenario, error)
 	// inspect, when set, runs once the cell settled, while its consumers
@@ -86,7 +86,7 @@ type cellResult struct {
 	P50, P95, P99 time.Duration `json:",omitempty"`
 	Verified      bool
 	// Metrics are a few of Temporal's SDK metrics of the run's processes
-	// (mean seconds), when it was profiled.
+	// (mean seconds), when its config asks for them.
 	Metrics map[string]float64 `json:",omitempty"`
 	// Hot is what the hot-order cell found in Temporal.
 	Hot *hotResult `json:",omitempty"`
@@ -181,7 +181,7 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 			return res, err
 		}
 	}
-	stop, pprofAddrs, started, err := b.startConsumers(ctx, cc, db, topic, group, tq)
+	stop, started, err := b.startConsumers(ctx, cc, db, topic, group, tq)
 	if err != nil {
 		return res, err
 	}
@@ -193,8 +193,6 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 			return res, fmt.Errorf("%s: %w", cc.Name, err)
 		}
 	}
-	profiled := b.captureProfiles(ctx, cc.Name, pprofAddrs)
-	defer profiled()
 	if cc.Offered > 0 {
 		rate := cc.Offered * float64(res.Messages) / float64(res.Events)
 		if err := publish(rate); err != nil {
@@ -229,7 +227,7 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 			return res, err
 		}
 	}
-	if cc.Profile {
+	if cc.Metrics {
 		res.Metrics = b.saveMetrics(ctx)
 	}
 
@@ -267,29 +265,16 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 }
 
 // startConsumers starts what consumes the cell's topic and returns how to
-// stop it, the pprof addresses of the processes it profiles, and when the
-// consumer of the topic (the bridge or the direct consumer) was started:
-// the worker processes are ready by then.
-func (b *bench) startConsumers(ctx context.Context, cc cellConfig, db *database, topic, group, tq string) (stop func(), pprof map[string]string, started time.Time, err error) {
+// stop it and when the consumer of the topic (the bridge or the direct
+// consumer) was started: the worker processes are ready by then.
+func (b *bench) startConsumers(ctx context.Context, cc cellConfig, db *database, topic, group, tq string) (stop func(), started time.Time, err error) {
 	if cc.Direct {
 		started = time.Now()
 		d, err := startDirect(ctx, db.DSN, b.cfg.RocketMQNamesrv, topic, group, cc.Concurrency, cc.BatchSize)
 		if err != nil {
-			return nil, nil, started, err
+			return nil, started, err
 		}
-		return d.Stop, nil, started, nil
-	}
-	pprofAddrs := map[string]string{}
-	pprofFlag := func(name string) []string {
-		if !cc.Profile {
-			return nil
-		}
-		addr, err := procs.FreeAddr()
-		if err != nil {
-			return nil
-		}
-		pprofAddrs[name] = addr
-		return []string{"-pprof-addr", addr}
+		return d.Stop, started, nil
 	}
 	var running []*procs.Proc
 	stopAll := func() {
@@ -298,7 +283,7 @@ func (b *bench) startConsumers(ctx context.Context, cc cellConfig, db *database,
 			_, _, _ = running[i].Stop(40 * time.Second)
 		}
 	}
-	metricsAddrs := map[string]string{}
+	b.metricsAddrs = map[string]string{}
 	// start runs bin with args, its JSON logs going to logDir/name.log, its
 	// HTTP endpoints on a free address passed through addrEnv, and waits
 	// until its /readyz answers 200.
@@ -310,20 +295,15 @@ func (b *bench) startConsumers(ctx context.Context, cc cellConfig, db *database,
 			return err
 		}
 		running = append(running, p)
-		metricsAddrs[name] = p.Addr()
+		b.metricsAddrs[name] = p.Addr()
 		return nil
 	}
 	common := []string{"-task-queue", tq, "-database-url", db.DSN, "-temporal-address", b.cfg.TemporalAddress,
 		"-temporal-namespace", b.cfg.TemporalNamespace}
 	for i := 0; i < cc.Workers; i++ {
-		args := append(slices.Clone(common), b.tuning.workerFlags()...)
-		args = append(args, b.workerArgs...)
-		name := fmt.Sprintf("%s-worker%d", cc.Name, i+1)
-		if i == 0 {
-			args = append(args, pprofFlag(name)...)
-		}
-		if err := start(name, b.workerBin, "ORDERFLOW_WORKER_METRICS_ADDR", args); err != nil {
-			return nil, nil, started, err
+		args := append(slices.Clone(common), b.workerArgs...)
+		if err := start(fmt.Sprintf("%s-worker%d", cc.Name, i+1), b.workerBin, "ORDERFLOW_WORKER_METRICS_ADDR", args); err != nil {
+			return nil, started, err
 		}
 	}
 	args := append(slices.Clone(common), "-topic", topic, "-consumer-group", group,
@@ -331,34 +311,11 @@ func (b *bench) startConsumers(ctx context.Context, cc cellConfig, db *database,
 		"-concurrency", strconv.Itoa(cc.Concurrency), "-batch-size", strconv.Itoa(cc.BatchSize))
 	args = append(args, b.bridgeArgs...)
 	args = append(args, cc.BridgeArgs...)
-	args = append(args, pprofFlag(cc.Name+"-bridge")...)
 	started = time.Now()
 	if err := start(cc.Name+"-bridge", b.bridgeBin, "ORDERFLOW_BRIDGE_METRICS_ADDR", args); err != nil {
-		return nil, nil, started, err
+		return nil, started, err
 	}
-	b.metricsAddrs = metricsAddrs
-	return stopAll, pprofAddrs, started, nil
-}
-
-// profileSeconds is the length of the CPU profiles captured under load.
-const profileSeconds = 15
-
-// captureProfiles fetches a CPU profile from each pprof address in the
-// background, starting now, into logDir/<name>.cpu.pprof; the returned
-// function waits for them.
-func (b *bench) captureProfiles(ctx context.Context, cell string, addrs map[string]string) func() {
-	var wg sync.WaitGroup
-	for name, addr := range addrs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			path := filepath.Join(b.logDir, name+".cpu.pprof")
-			if err := fetch(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, profileSeconds), path); err != nil {
-				slog.Warn("bench: CPU profile", "process", name, "err", err)
-			}
-		}()
-	}
-	return wg.Wait
+	return stopAll, started, nil
 }
 
 // fetch writes the body of url to path.
@@ -386,7 +343,7 @@ func fetch(ctx context.Context, url, path string) error {
 	return f.Close()
 }
 
-// sdkMeans are the SDK histograms whose means the profiled run reports:
+// sdkMeans are the SDK histograms whose means the e2e cell reports:
 // the bridge's SignalWithStart call, and the worker's workflow task
 // schedule-to-start, execution and local activity latencies.
 var sdkMeans = []struct{ process, metric, filter string }{
@@ -395,7 +352,6 @@ var sdkMeans = []struct{ process, metric, filter string }{
 	{"worker1", "temporal_workflow_task_execution_latency_seconds", ""},
 	{"worker1", "temporal_request_latency_seconds", `operation="RespondWorkflowTaskCompleted"`},
 	{"worker1", "temporal_local_activity_execution_latency_seconds", ""},
-	{"worker1", "temporal_activity_execution_latency_seconds", ""},
 }
 
 // saveMetrics writes each process's /metrics into logDir and returns the

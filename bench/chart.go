@@ -1,12 +1,15 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"image"
 	"image/color"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/font"
@@ -255,4 +258,80 @@ func fmtNum(v float64) string {
 		return fmt.Sprintf("%.0f", v)
 	}
 	return fmt.Sprintf("%.1f", v)
+}
+
+// drawOpenLoopChart plots, against the offered rate, the throughput each
+// engine's open-loop runs achieved (solid, in the engine's colour; the
+// offered rate itself and each engine's e2e backlog rate dashed) above their
+// p99 (solid) and p50 (dashed) latency on a log scale, with the 1 s goal.
+func drawOpenLoopChart(path string, res results) error {
+	var xs []float64
+	var thr, lat []series
+	for i, er := range res.Engines {
+		if len(er.OpenLoop) == 0 {
+			return fmt.Errorf("no open-loop results of engine %s", er.Name)
+		}
+		col := engineColours[i%len(engineColours)]
+		achieved := series{Label: er.Name + " achieved", Color: col}
+		p99 := series{Label: er.Name + " p99", Color: col}
+		p50 := series{Label: er.Name + " p50", Color: col, Dashed: true}
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, r := range er.OpenLoop {
+			x := math.Round(r.Config.Offered*10) / 10
+			xs = append(xs, x)
+			lo, hi = math.Min(lo, x), math.Max(hi, x)
+			achieved.Points = append(achieved.Points, [2]float64{x, r.Rate})
+			p99.Points = append(p99.Points, [2]float64{x, float64(r.P99) / float64(time.Millisecond)})
+			p50.Points = append(p50.Points, [2]float64{x, float64(r.P50) / float64(time.Millisecond)})
+		}
+		thr = append(thr, achieved, series{Label: er.Name + " e2e backlog drain", Color: col, Dashed: true,
+			Points: [][2]float64{{lo, er.E2E.Rate}, {hi, er.E2E.Rate}}})
+		lat = append(lat, p99, p50)
+	}
+	if len(xs) == 0 {
+		return errors.New("no open-loop results")
+	}
+	ticks := chartTicks(xs)
+	lo, hi := slices.Min(xs), slices.Max(xs)
+	thr = append(thr, series{Label: "offered", Color: colBlack, Dashed: true, Points: [][2]float64{{lo, lo}, {hi, hi}}})
+	lat = append(lat, series{Label: "1 s goal", Color: colBlack, Dashed: true, Points: [][2]float64{{lo, 1000}, {hi, 1000}}})
+	top := chart{
+		Title:  fmt.Sprintf("orderflow open loop by Temporal engine (direct-consumer baseline: %.0f events/s)", res.Baseline.Rate),
+		XLabel: "offered events/s", YLabel: "achieved events/s", XTicks: ticks, Series: thr,
+	}
+	bottom := chart{
+		Title:  "latency from publish to order_events row",
+		XLabel: "offered events/s", YLabel: "ms (log scale)", XTicks: ticks, Series: lat, LogY: true,
+	}
+	return writeCharts(path, 860, 720, top, bottom)
+}
+
+// engineColours are the engines' colours in the chart, in the order they
+// ran.
+var engineColours = []color.RGBA{colBlue, colOrng, colGreen, colRed, colPurple}
+
+// chartTicks are the x ticks of offered rates xs: the rates themselves
+// when no two are closer than a twelfth of their span (one engine), else
+// round numbers within the span, whose labels do not run into each other.
+func chartTicks(xs []float64) []float64 {
+	u := slices.Clone(xs)
+	slices.Sort(u)
+	u = slices.Compact(u)
+	if len(u) < 2 {
+		return u
+	}
+	span := u[len(u)-1] - u[0]
+	crowded := false
+	for i := 1; i < len(u); i++ {
+		crowded = crowded || u[i]-u[i-1] < span/12
+	}
+	if !crowded {
+		return u
+	}
+	step := niceStep(span / 6)
+	var out []float64
+	for x := math.Ceil(u[0]/step) * step; x <= u[len(u)-1]+1e-9; x += step {
+		out = append(out, math.Round(x*1e6)/1e6)
+	}
+	return out
 }

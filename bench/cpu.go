@@ -300,13 +300,6 @@ func (c *cpuSampler) Window(from, to time.Time) (cpuShare, bool) {
 	return windowOf(c.samples, from, to)
 }
 
-// enclosing returns the samples that enclose from..to (see Window).
-func (c *cpuSampler) enclosing(from, to time.Time) (a, b cpuSample, ok bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return enclosingSamples(c.samples, from, to)
-}
-
 func windowOf(samples []cpuSample, from, to time.Time) (cpuShare, bool) {
 	a, b, ok := enclosingSamples(samples, from, to)
 	if !ok {

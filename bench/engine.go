@@ -8,23 +8,17 @@ package main
 // server) on ports, databases and a data folder of its own, empty at every
 // start, and stops it when its phases are done, also when the run fails or
 // is interrupted: every run measures engines that hold nothing but its own
-// workflows. "stack" is the local stack's running Temporal, left alone, with
-// whatever earlier runs and demos left in it (not measured by default).
-//
-// Another variant of Temporal (the server with another dynamic
-// configuration or more history shards, a dev server with other SQLite
-// pragmas once scripts/stack.sh takes them) is one more entry of
-// engineSpecs: a scripts/stack.sh Temporal profile, its ports and the
-// variables that set it apart; it is started, measured and stopped the same
-// way.
+// workflows.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -33,7 +27,6 @@ import (
 	"time"
 
 	"github.com/orderflow/orderflow/config"
-	"github.com/orderflow/orderflow/internal/obs"
 )
 
 // referenceEngine is the engine of the last line (`orderflow bench: ...`):
@@ -46,10 +39,9 @@ type engineSpec struct {
 	// Doc says what the engine is, for -h and the output.
 	Doc string
 	// Profile is the scripts/stack.sh Temporal profile (dev or server) the
-	// benchmark starts; "" for the stack's own Temporal, which it does not
-	// start.
+	// benchmark starts.
 	Profile string
-	// Ports are the engine's frontend and Web UI ports (a started engine).
+	// Ports are the engine's frontend and Web UI ports.
 	Ports func(o options) []int
 	// Env are further scripts/stack.sh variables of the engine.
 	Env func(o options) []string
@@ -66,7 +58,6 @@ var engineSpecs = []engineSpec{
 		Env: func(o options) []string {
 			return []string{"ORDERFLOW_TEMPORAL_SHARDS=" + strconv.Itoa(o.serverShards)}
 		}},
-	{Name: "stack", Doc: "the local stack's running Temporal (make up), with every workflow earlier runs left in it"},
 }
 
 // engineNames lists the known engines for help texts.
@@ -99,36 +90,22 @@ func parseEngines(s string) ([]engineSpec, error) {
 	return out, nil
 }
 
-// primaryEngine is the index of the engine the steps that run once and need
-// Temporal (the batching compare and the flush step) run on: the reference
-// engine when it is measured, else the first.
-func primaryEngine(specs []engineSpec) int {
-	return max(0, slices.IndexFunc(specs, func(e engineSpec) bool { return e.Name == referenceEngine }))
-}
-
-// checkEnginePorts rejects a started engine's ports that are not a frontend
-// and a UI port, or that overlap each other or the flush step's brokers.
-// The server profile takes the frontend port and the nine above it.
-func checkEnginePorts(name, profile string, ports []int, flush flushPlan) error {
+// checkEnginePorts rejects an engine's ports that are not a frontend and a
+// UI port, or that overlap each other. The server profile takes the
+// frontend port and the nine above it.
+func checkEnginePorts(name, profile string, ports []int) error {
 	if len(ports) != 2 {
 		return fmt.Errorf("-%s-ports must be a frontend port and a UI port, got %v", name, ports)
 	}
-	taken := map[int]string{}
-	for _, fp := range [][]int{flush.AsyncPorts, flush.SyncPorts} {
-		if len(fp) == 2 {
-			for _, q := range []int{fp[0], fp[1] - 2, fp[1], fp[1] + 1} {
-				taken[q] = "a flush step broker's"
-			}
-		}
-	}
+	taken := map[int]bool{}
 	for _, q := range temporalPorts(profile, ports[0], ports[1]) {
 		if q < 1 || q > 65535 {
 			return fmt.Errorf("-%s-ports: port %d out of range", name, q)
 		}
-		if what, ok := taken[q]; ok {
-			return fmt.Errorf("-%s-ports: port %d is also %s port (the server profile takes the frontend port and the nine above it)", name, q, what)
+		if taken[q] {
+			return fmt.Errorf("-%s-ports: port %d is taken twice (the server profile takes the frontend port and the nine above it)", name, q)
 		}
-		taken[q] = "the engine's"
+		taken[q] = true
 	}
 	return nil
 }
@@ -148,36 +125,19 @@ func temporalPorts(profile string, port, ui int) []int {
 	return append(out, ui)
 }
 
-// engine is one engine of a run: where its frontend is and, for one the
-// benchmark starts, how.
+// engine is one engine of a run: where its frontend is and how it is
+// started.
 type engine struct {
 	engineSpec
 	// Address and Namespace are its frontend and the namespace the phases
 	// use.
 	Address, Namespace string
-	// stack starts and stops it (nil for the stack's own Temporal).
-	stack *stackTemporal
+	stack              *stackTemporal
 }
 
-// newEngine prepares spec's engine of a run: the stack's own at the
-// address and namespace cfg resolves to, or one started through the
+// newEngine prepares spec's engine of a run, started through the
 // repository's scripts/stack.sh (root) with its logs in logDir.
 func newEngine(spec engineSpec, o options, cfg config.Config, root, logDir string) (*engine, error) {
-	e := &engine{engineSpec: spec}
-	if spec.Profile == "" {
-		opts, err := obs.TemporalOptions(cfg, slog.Default(), nil)
-		if err != nil {
-			return nil, err
-		}
-		e.Address, e.Namespace = opts.HostPort, opts.Namespace
-		if e.Address == "" {
-			e.Address = config.DefaultTemporalAddress
-		}
-		if e.Namespace == "" {
-			e.Namespace = config.DefaultTemporalNamespace
-		}
-		return e, nil
-	}
 	ports := spec.Ports(o)
 	var extra []string
 	if spec.Env != nil {
@@ -187,9 +147,30 @@ func newEngine(spec engineSpec, o options, cfg config.Config, root, logDir strin
 	if err != nil {
 		return nil, err
 	}
-	e.stack = s
-	e.Address, e.Namespace = "127.0.0.1:"+strconv.Itoa(ports[0]), config.DefaultTemporalNamespace
-	return e, nil
+	return &engine{engineSpec: spec, stack: s,
+		Address: "127.0.0.1:" + strconv.Itoa(ports[0]), Namespace: config.DefaultTemporalNamespace}, nil
+}
+
+// prepareEngines makes the run's engines and resets each (nothing left
+// from an interrupted run, its ports free), before the long phases; the
+// caller stops the engines returned, also on an error.
+func prepareEngines(ctx context.Context, o options, cfg config.Config, logDir string) ([]*engine, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return nil, err
+	}
+	var engines []*engine
+	for _, spec := range o.engines {
+		e, err := newEngine(spec, o, cfg, root, logDir)
+		if err != nil {
+			return engines, fmt.Errorf("engine %s: %w", spec.Name, err)
+		}
+		engines = append(engines, e)
+		if err := e.stack.reset(ctx); err != nil {
+			return engines, err
+		}
+	}
+	return engines, nil
 }
 
 // tag prefixes the engine's lines of output.
@@ -318,7 +299,7 @@ func (s *stackTemporal) down() {
 
 // describe is the one-line account of where this Temporal runs.
 func (s *stackTemporal) describe() string {
-	d := fmt.Sprintf("scripts/stack.sh profile %s, frontend 127.0.0.1:%d, UI :%d, data %s", s.Profile, s.Port, s.UIPort, relPath(s.Data))
+	d := fmt.Sprintf("scripts/stack.sh profile %s, frontend 127.0.0.1:%d, UI :%d, data %s", s.Profile, s.Port, s.UIPort, s.Data)
 	if len(s.Databases) > 0 {
 		d += ", databases " + strings.Join(s.Databases, " and ") + " created afresh"
 	}
@@ -326,4 +307,51 @@ func (s *stackTemporal) describe() string {
 		d += ", " + strings.Join(s.extra, " ")
 	}
 	return d
+}
+
+// runStack runs scripts/stack.sh (script) with args and env, appending its
+// output to logPath, and returns the output.
+func runStack(ctx context.Context, script string, env []string, logPath string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, script, args...)
+	cmd.Env = env
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	began := time.Now()
+	err := cmd.Run()
+	if lf, lerr := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644); lerr == nil {
+		fmt.Fprintf(lf, "=== %s scripts/stack.sh %s\n", began.UTC().Format(time.RFC3339), strings.Join(args, " "))
+		_, _ = lf.Write(buf.Bytes())
+		fmt.Fprintf(lf, "=== took %s, error: %v\n", time.Since(began).Round(100*time.Millisecond), err)
+		_ = lf.Close()
+	}
+	if err != nil {
+		lines := strings.Split(strings.TrimRight(buf.String(), "\n"), "\n")
+		return buf.String(), fmt.Errorf("scripts/stack.sh %s: %w\n%s", strings.Join(args, " "), err,
+			strings.Join(lines[max(0, len(lines)-5):], "\n"))
+	}
+	return buf.String(), nil
+}
+
+// repoRoot is the repository the benchmark runs in: the nearest folder up
+// from the working directory with go.mod and scripts/stack.sh.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if fileExists(filepath.Join(dir, "go.mod")) && fileExists(filepath.Join(dir, "scripts", "stack.sh")) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("the benchmark needs the repository's scripts/stack.sh: run it from the repository (make bench)")
+		}
+		dir = parent
+	}
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }

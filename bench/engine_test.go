@@ -18,18 +18,7 @@ func TestParseEngines(t *testing.T) {
 	if len(specs) != 2 || specs[0].Name != "server" || specs[0].Profile != "server" || specs[1].Name != "dev" || specs[1].Profile != "dev" {
 		t.Errorf("engines %+v, want server (profile server) then dev (profile dev), both started by the benchmark", specs)
 	}
-	if st, err := parseEngines("stack"); err != nil || st[0].Profile != "" {
-		t.Errorf("stack engine %+v (%v), want the stack's own Temporal, not started", st, err)
-	}
-	// The batching compare and the flush step go to dev wherever it is in
-	// the list, else to the first engine.
-	if got := primaryEngine(specs); got != 1 {
-		t.Errorf("primary engine of server,dev = %d, want 1 (dev)", got)
-	}
-	if got := primaryEngine(specs[:1]); got != 0 {
-		t.Errorf("primary engine of server = %d, want 0", got)
-	}
-	for _, bad := range []string{"", "dev,", "dev,server,dev", "sqlite"} {
+	for _, bad := range []string{"", "dev,", "dev,server,dev", "sqlite", "stack"} {
 		if _, err := parseEngines(bad); err == nil {
 			t.Errorf("parseEngines(%q) accepted it", bad)
 		}
@@ -43,16 +32,15 @@ func TestTemporalPorts(t *testing.T) {
 	if got := temporalPorts("dev", 7433, 8433); !slices.Equal(got, []int{7433, 8433}) {
 		t.Errorf("dev profile ports %v", got)
 	}
-	flush := flushPlan{AsyncPorts: []int{25876, 26911}, SyncPorts: []int{25886, 26921}}
-	if err := checkEnginePorts("server", "server", []int{7333, 8333}, flush); err != nil {
+	if err := checkEnginePorts("server", "server", []int{7333, 8333}); err != nil {
 		t.Errorf("default ports: %v", err)
 	}
-	// 26909 is the async broker's port - 2, which the broker also takes.
-	if err := checkEnginePorts("server", "server", []int{26900, 8333}, flush); err == nil {
-		t.Error("server ports overlapping a flush broker's were accepted")
+	// The server takes 7333 to 7342: a UI on 7340 overlaps it.
+	if err := checkEnginePorts("server", "server", []int{7333, 7340}); err == nil {
+		t.Error("a UI port among the server's was accepted")
 	}
 	// The dev profile takes no port above its frontend's.
-	if err := checkEnginePorts("x", "dev", []int{7333, 7334}, flush); err != nil {
+	if err := checkEnginePorts("x", "dev", []int{7333, 7334}); err != nil {
 		t.Errorf("dev profile on 7333 with its UI on 7334: %v", err)
 	}
 }
@@ -60,19 +48,12 @@ func TestTemporalPorts(t *testing.T) {
 func TestNewEngine(t *testing.T) {
 	cfg := config.Config{DatabaseURL: "postgres://orderflow:orderflow@127.0.0.1:5433/orderflow?sslmode=disable",
 		TemporalAddress: "127.0.0.1:7999", TemporalNamespace: "ns1"}
-	specs, err := parseEngines("stack,dev,server")
+	specs, err := parseEngines("dev,server")
 	if err != nil {
 		t.Fatal(err)
 	}
 	o := options{serverPorts: []int{7444, 8444}, serverShards: 8, devPorts: []int{7555, 8555}}
-	stack, err := newEngine(specs[0], o, cfg, "/repo", t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if stack.stack != nil || stack.Address != "127.0.0.1:7999" || stack.Namespace != "ns1" || stack.tag() != "[stack] " {
-		t.Errorf("stack engine %+v, want the configured Temporal, not started", stack)
-	}
-	dev, err := newEngine(specs[1], o, cfg, "/repo", t.TempDir())
+	dev, err := newEngine(specs[0], o, cfg, "/repo", t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +61,6 @@ func TestNewEngine(t *testing.T) {
 		len(dev.stack.Databases) != 0 || dev.tag() != "[dev] " {
 		t.Errorf("dev engine %+v, want a dev server started on 127.0.0.1:7555 in .data/bench-temporal-dev", dev)
 	}
-	specs = specs[1:]
 	logDir := t.TempDir()
 	srv, err := newEngine(specs[1], o, cfg, "/repo", logDir)
 	if err != nil {

@@ -11,27 +11,9 @@ import (
 	"time"
 )
 
-// holdTemporal takes the shared "use" lock that the tests take (package
-// testenv), so that the end-to-end test does not restart the Temporal dev
-// server in the middle of a benchmark. It passes through the gate lock
-// briefly, as the tests do. The returned function releases the lock.
-func holdTemporal() (func(), error) {
-	gate, err := flock(filepath.Join(os.TempDir(), "orderflow-temporal.gate"), syscall.LOCK_EX)
-	if err != nil {
-		return nil, err
-	}
-	use, err := flock(filepath.Join(os.TempDir(), "orderflow-temporal.use"), syscall.LOCK_SH)
-	gate.Close()
-	if err != nil {
-		return nil, err
-	}
-	return func() { use.Close() }, nil
-}
-
 // lockBench takes the benchmark's own lock, so that two runs on one machine
 // (from any clone) go one after the other: they would share the machine's
-// cores, the temporary brokers' ports and the server engine's ports and
-// databases. It says so on out when another run holds the lock, and waits
+// cores and the engines' ports, folders and databases. It says so on out when another run holds the lock, and waits
 // until ctx ends. The returned function releases it.
 func lockBench(ctx context.Context, out io.Writer) (func(), error) {
 	return lockWaiting(ctx, filepath.Join(os.TempDir(), "orderflow-bench.lock"), out)
@@ -64,22 +46,4 @@ func lockWaiting(ctx context.Context, path string, out io.Writer) (func(), error
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
 	return func() { f.Close() }, nil
-}
-
-func flock(path string, how int) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o666)
-	if err != nil {
-		return nil, fmt.Errorf("lock %s: %w", path, err)
-	}
-	for {
-		err = syscall.Flock(int(f.Fd()), how)
-		if err != syscall.EINTR {
-			break
-		}
-	}
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("lock %s: %w", path, err)
-	}
-	return f, nil
 }

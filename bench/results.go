@@ -1,0 +1,112 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// results is everything a run measured: the file it writes under
+// bench/results/, from which its chart can be drawn again (-redraw).
+type results struct {
+	Started time.Time `json:"started"`
+	Took    string    `json:"took"`
+	// Commit is the checkout's commit, "-dirty" when it had changes.
+	Commit string `json:"commit"`
+	// Machine is the cores and platform the run had.
+	Machine string `json:"machine"`
+	// Note says what set the run apart (one that stopped early), if
+	// anything.
+	Note string `json:"note,omitempty"`
+	// Baseline is the direct consumer's drain of the e2e scenario: no
+	// Temporal, measured once for every engine's ratio.
+	Baseline cellResult     `json:"baseline"`
+	Engines  []engineResult `json:"engines"`
+}
+
+// engineResult is what a run measured on one Temporal engine.
+type engineResult struct {
+	Name    string `json:"name"`
+	Doc     string `json:"doc,omitempty"`
+	Address string `json:"address,omitempty"`
+	// StartedBy says how the benchmark started the engine, and
+	// StartSeconds how long that took.
+	StartedBy    string  `json:"started_by,omitempty"`
+	StartSeconds float64 `json:"start_seconds,omitempty"`
+	// Took is the time of the engine's phases, starting and stopping it
+	// included.
+	Took string     `json:"took,omitempty"`
+	E2E  cellResult `json:"e2e"`
+	// Ratio is e2e/baseline, both in distinct events/s draining a backlog
+	// of the same scenario.
+	Ratio     float64      `json:"ratio_e2e_baseline"`
+	NoDup     *cellResult  `json:"no_duplicates,omitempty"`
+	Dup       *cellResult  `json:"duplicates,omitempty"`
+	Hot       *cellResult  `json:"hot_order,omitempty"`
+	OpenLoop  []cellResult `json:"open_loop"`
+	SteadyP99 float64      `json:"steady_p99_ms"`
+}
+
+// resultsName is the results file's name of a run: its start (UTC) and
+// its commit, so that files sort by date and say what they measured.
+func resultsName(started time.Time, commit string) string {
+	return started.UTC().Format("2006-01-02T150405Z") + "-" + commit + ".json"
+}
+
+// writeResults writes res into dir, named by resultsName, and returns its
+// path.
+func writeResults(dir string, res results) (string, error) {
+	if res.Machine == "" {
+		res.Machine = fmt.Sprintf("%d cores, %s/%s, %s", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())
+	}
+	data, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return "", fmt.Errorf("results: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("results: %w", err)
+	}
+	path := filepath.Join(dir, resultsName(res.Started, res.Commit))
+	if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
+		return "", fmt.Errorf("results: %w", err)
+	}
+	return path, nil
+}
+
+// gitCommit is the working directory's commit, abbreviated, with
+// "-dirty" when tracked files changed; "unknown" outside git.
+func gitCommit() string {
+	out, err := exec.Command("git", "rev-parse", "--short=7", "HEAD").Output()
+	if err != nil {
+		return "unknown"
+	}
+	commit := strings.TrimSpace(string(out))
+	if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(st) > 0 {
+		commit += "-dirty"
+	}
+	return commit
+}
+
+// redrawChart draws the chart of the run whose results file is from into
+// path, as that run would with this benchmark's drawing.
+func redrawChart(from, path string, out io.Writer) error {
+	data, err := os.ReadFile(from)
+	if err != nil {
+		return fmt.Errorf("-redraw: %w", err)
+	}
+	var res results
+	if err := json.Unmarshal(data, &res); err != nil {
+		return fmt.Errorf("-redraw: %s is not a results file: %w", from, err)
+	}
+	if err := drawOpenLoopChart(path, res); err != nil {
+		return fmt.Errorf("-redraw %s: %w", from, err)
+	}
+	fmt.Fprintf(out, "chart:    %s, drawn from %s (run started %s)\n", path, from, res.Started.UTC().Format(time.RFC3339))
+	return nil
+}
