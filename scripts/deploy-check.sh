@@ -82,7 +82,7 @@ done
 schema_location="$work/schemas/{{ .NormalizedKubernetesVersion }}-standalone{{ .StrictSuffix }}/{{ .ResourceKind }}{{ .KindSuffix }}.json"
 
 # The values files: defaults, production, and the chart's ci/ files; the
-# rules and the dashboard are passed as the README says.
+# rules and the dashboard are passed as docs/deploying.md says.
 files=(--set-file prometheusRule.rules=deploy/prometheus/orderflow-rules.yml
 	--set-file grafanaDashboard.json=deploy/grafana/orderflow.json)
 # The defaults hold no database URL (rendering fails without one): "default"
