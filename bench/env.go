@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"net"
 	"net/url"
 	"strings"
 	"time"
 
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	gormlogger "gorm.io/gorm/logger"
@@ -15,6 +17,7 @@ import (
 	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/internal/procs"
 	"github.com/orderflow/orderflow/internal/uniq"
+	"github.com/orderflow/orderflow/migrations"
 	"github.com/orderflow/orderflow/store"
 )
 
@@ -68,12 +71,27 @@ func newDatabase(ctx context.Context, adminURL string) (*database, error) {
 	}
 	du := *u
 	du.Path = "/" + name
+	if err := migrate(ctx, du.String()); err != nil {
+		_ = drop()
+		return nil, fmt.Errorf("migrate database %s: %w", name, err)
+	}
 	st, err := store.Open(ctx, du.String(), 8)
 	if err != nil {
 		_ = drop()
 		return nil, fmt.Errorf("open database %s: %w", name, err)
 	}
 	return &database{Name: name, DSN: du.String(), DB: st.DB(), store: st, drop: drop}, nil
+}
+
+// migrate applies the schema to the database at dsn, as `orderflow migrate`
+// does before a deployment's worker and bridge start (they only check it).
+func migrate(ctx context.Context, dsn string) error {
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return migrations.Up(ctx, db)
 }
 
 // topicWait bounds the wait for a new topic's route: on a busy machine the

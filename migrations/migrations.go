@@ -1,6 +1,7 @@
 // Package migrations holds orderflow's PostgreSQL schema as plain SQL files,
-// embedded in the binary and applied with pressly/goose, so the worker, the
-// bridge and the tests migrate on start.
+// embedded in the binary and applied with pressly/goose by `orderflow
+// migrate` (Apply) alone; the worker, the bridge and every other command
+// only Check that the database's schema is the binary's.
 //
 // Up is safe to call from several processes at once: goose holds a
 // PostgreSQL session-level advisory lock while it migrates, and whoever gets

@@ -2,7 +2,8 @@
 # demo.sh — the orderflow demo on the local stack (run by `make demo`, after
 # `make up`).
 #
-#   scripts/demo.sh          build and (re)start the worker and the bridge,
+#   scripts/demo.sh          build, migrate the database (orderflow
+#                            migrate), (re)start the worker and the bridge,
 #                            publish a demo scenario, check it, publish its
 #                            late phase, check again, list the holes its
 #                            lost events left in the producer's sequence,
@@ -108,6 +109,9 @@ demo() {
 
 	# Restart whatever runs, so the demo runs the code just built.
 	stop_all
+	# The worker and the bridge only check the schema: migrate it first.
+	say "migrating the database"
+	"$BIN/orderflow" migrate
 	ORDERFLOW_WORKER_METRICS_ADDR=$WORKER_METRICS \
 		start_one worker "$WORKER_PID" "$WORKER_LOG" "http://$WORKER_METRICS/readyz" "$BIN/worker"
 	ORDERFLOW_BRIDGE_METRICS_ADDR=$BRIDGE_METRICS \

@@ -1,8 +1,9 @@
-// Package store owns orderflow's PostgreSQL database: it opens and migrates
-// it, and holds every statement the code base runs on it — the exactly-once
-// write of an event (ApplyEvent), the points ledger insert (AwardPoints),
-// dead-letter parking (ParkDeadLetter) and the reads that workflows,
-// operators and the bridge's duplicate filter (RecordedEvent) need.
+// Package store owns orderflow's PostgreSQL database: it opens it, checks
+// that its schema is the one the binary was built for, and holds every
+// statement the code base runs on it — the exactly-once write of an event
+// (ApplyEvent), the points ledger insert (AwardPoints), dead-letter parking
+// (ParkDeadLetter) and the reads that workflows, operators and the bridge's
+// duplicate filter (RecordedEvent) need.
 //
 // Every write is safe to repeat. ApplyEvent records each business key
 // (order_id, version) once, in the same statement as the order change, and
@@ -12,7 +13,8 @@
 // contract is refused with an error wrapping ErrInvalid and writes nothing;
 // database trouble is returned wrapped, and the caller retries.
 //
-// The schema is in package migrations; docs/design.md describes the tables.
+// The schema is in package migrations, applied by `orderflow migrate`
+// alone; docs/design.md describes the tables.
 package store
 
 import (
@@ -61,8 +63,11 @@ func WithQueryTracer(t pgx.QueryTracer) Option {
 }
 
 // Open connects to the PostgreSQL database at url (TLS as its sslmode says)
-// with a pool of at most maxConns connections, kept open, and migrates it to
-// the current schema. Close it when done.
+// with a pool of at most maxConns connections, kept open, and checks that
+// its schema is at the binary's version (migrations.Check): it never
+// migrates, so it needs no DDL rights. A schema of another version is
+// refused with an error wrapping a *migrations.VersionError; only
+// `orderflow migrate` changes the schema. Close it when done.
 func Open(ctx context.Context, url string, maxConns int, opts ...Option) (*Store, error) {
 	var o options
 	for _, f := range opts {
@@ -85,9 +90,9 @@ func Open(ctx context.Context, url string, maxConns int, opts ...Option) (*Store
 	}
 	sqlDB.SetMaxOpenConns(maxConns)
 	sqlDB.SetMaxIdleConns(maxConns)
-	if err := migrations.Up(ctx, sqlDB); err != nil {
+	if err := migrations.Check(ctx, sqlDB); err != nil {
 		_ = sqlDB.Close()
-		return nil, fmt.Errorf("migrate database: %w", err)
+		return nil, fmt.Errorf("check database schema: %w", err)
 	}
 	return New(db), nil
 }

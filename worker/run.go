@@ -116,7 +116,7 @@ func run(ctx context.Context, stop context.CancelFunc, args []string) error {
 	if err != nil {
 		return err
 	}
-	// Libraries that log through the default logger (migrations) log JSON too.
+	// Libraries that log through the default logger log JSON too.
 	slog.SetDefault(logger)
 	if err := serve(ctx, stop, cfg, o, logger); err != nil {
 		logger.Error("worker failed", "err", err)
@@ -145,7 +145,7 @@ func serve(ctx context.Context, stop context.CancelFunc, cfg config.Config, o op
 		return err
 	}
 	defer db.Close()
-	logger.Info("database migrated")
+	logger.Info("database schema checked")
 
 	m, err := obs.NewMetrics()
 	if err != nil {

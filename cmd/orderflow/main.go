@@ -32,6 +32,7 @@ import (
 
 	"github.com/orderflow/orderflow/config"
 	"github.com/orderflow/orderflow/internal/obs"
+	"github.com/orderflow/orderflow/migrations"
 	"github.com/orderflow/orderflow/store"
 )
 
@@ -48,7 +49,7 @@ var commands = []command{
 	{"audit", "check the invariants on the live tables; exit 1 listing every violation", runAudit},
 	{"why", "explain one order: why ORDER_ID [VERSION]", runWhy},
 	{"prune", "remove the details of orders finished long ago: prune -older-than 30d -yes (without -yes: a dry run)", runPrune},
-	{"migrate", "apply the pending schema migrations, then exit (the worker and the bridge also migrate on start)", runMigrate},
+	{"migrate", "apply the pending schema migrations, then exit (the only command that changes the schema; the others refuse a schema of another version)", runMigrate},
 	{"gaps", "holes in the producers' sequences [-producer ID] [-gap-window 5m]; exit 1 on a suspected loss (-expected FILE: unless they are the run's lost events)", runGaps},
 	{"lag", "the consumer group's backlog on the broker, per queue of the topic and its retry topic [-json]", runLag},
 }
@@ -121,12 +122,17 @@ func parse(s interface {
 	return nil
 }
 
-// openStore connects to the database of cfg; an unreachable database is
-// named with its address, its password redacted.
+// openStore connects to the database of cfg and checks its schema version
+// (it never migrates); an unreachable database, or one whose schema is of
+// another version, is named with its address, its password redacted.
 func openStore(ctx context.Context, cfg config.Config) (*store.Store, error) {
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	db, err := store.Open(octx, cfg.DatabaseURL, 2)
+	var verr *migrations.VersionError
+	if errors.As(err, &verr) {
+		return nil, fmt.Errorf("PostgreSQL at %s: %w", config.Redact(cfg.DatabaseURL), err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("PostgreSQL at %s is unreachable (run `make up`): %w", config.Redact(cfg.DatabaseURL), err)
 	}

@@ -19,9 +19,11 @@ import (
 const migratePing = 2 * time.Second
 
 // runMigrate is `orderflow migrate`: wait until PostgreSQL answers, apply
-// the pending schema migrations, print the schema version and exit. The
-// worker and the bridge migrate on start too; this is for a deployment
-// step (the Helm chart's migration Job) that migrates before they roll out.
+// the pending schema migrations, print the schema version and exit. It is
+// the only command that changes the schema, run by the database's owner
+// (the Helm chart's migration Job, compose's migrate service) before the
+// worker and the bridge start: they, and every other command, refuse a
+// schema of another version.
 func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var (
 		cfg     config.Config
