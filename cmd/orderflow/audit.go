@@ -64,7 +64,7 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ORDER\tCHECK\tDETAIL")
 			for _, v := range found {
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", v.OrderID, v.Check, v.Detail)
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", safe(v.OrderID), safe(v.Check), safe(v.Detail))
 			}
 			if err := tw.Flush(); err != nil {
 				return err

@@ -112,3 +112,51 @@ func TestAuditFindsEveryKindOfCorruption(t *testing.T) {
 		t.Errorf("audit with a bad -since: exit %d, want 2", code)
 	}
 }
+
+// What audit quotes from the rows (here an outcome a manual repair
+// wrote, holding control characters) is shown escaped; -json keeps it
+// exact.
+func TestAuditEscapesControlCharacters(t *testing.T) {
+	gdb, dsn := testenv.NewDatabase(t)
+	t.Setenv("DATABASE_URL", dsn)
+	s := store.New(gdb)
+	ctx := context.Background()
+	e := fsm.Event{EventID: "esc-1", OrderID: "audit-esc", UserID: 1, Status: fsm.Created, Version: 1, AmountCents: 100,
+		OccurredAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	if _, err := s.ApplyEvent(ctx, e, message.Envelope{}); err != nil {
+		t.Fatal(err)
+	}
+	const outcome = "maybe\x1b]0;owned\x07\x1b[2J"
+	for _, q := range []string{
+		`ALTER TABLE order_events DROP CONSTRAINT order_events_outcome_check`,
+		`UPDATE order_events SET outcome = '` + outcome + `' WHERE order_id = 'audit-esc'`,
+	} {
+		if err := gdb.Exec(q).Error; err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	var out, errOut bytes.Buffer
+	if code := run(ctx, []string{"audit", "-settle", "0s"}, &out, &errOut); code != 1 {
+		t.Fatalf("audit: exit %d, want 1\n%s%s", code, out.String(), errOut.String())
+	}
+	if c := rawControls(out.String()); len(c) > 0 {
+		t.Errorf("audit prints the control characters %q raw:\n%q", c, out.String())
+	}
+	if want := `v1 has outcome 'maybe\x1b]0;owned\x07\x1b[2J'`; !strings.Contains(out.String(), want) {
+		t.Errorf("audit lacks %q:\n%s", want, out.String())
+	}
+	out.Reset()
+	var r struct {
+		Violations []store.Violation `json:"violations"`
+	}
+	code := run(ctx, []string{"audit", "-settle", "0s", "-json"}, &out, &errOut)
+	exact := false
+	if err := json.Unmarshal(out.Bytes(), &r); err == nil {
+		for _, v := range r.Violations {
+			exact = exact || v.Check == "unknown_outcome" && v.Detail == "v1 has outcome '"+outcome+"'"
+		}
+	}
+	if code != 1 || !exact {
+		t.Errorf("audit -json is not exact: exit %d %+v\n%s", code, r, out.String())
+	}
+}

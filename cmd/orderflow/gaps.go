@@ -136,7 +136,7 @@ func writeGaps(w io.Writer, r gapsReport) error {
 		for _, g := range p.Gaps {
 			missing += g.Missing()
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\n", p.ProducerID, p.Received, p.Highest, len(p.Gaps), missing,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\n", safe(p.ProducerID), p.Received, p.Highest, len(p.Gaps), missing,
 			r.Suspected[p.ProducerID], p.LastSeenAt.UTC().Format(time.RFC3339))
 	}
 	if err := tw.Flush(); err != nil {
@@ -155,7 +155,7 @@ func writeGaps(w io.Writer, r gapsReport) error {
 			if g.OpenFor >= r.window {
 				state = "suspected lost"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", p.ProducerID, seqRange(g), g.Missing(),
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", safe(p.ProducerID), seqRange(g), g.Missing(),
 				g.Since.UTC().Format(time.RFC3339), g.OpenFor.Round(time.Second), state)
 		}
 	}
@@ -174,7 +174,7 @@ func writeGaps(w io.Writer, r gapsReport) error {
 		for _, g := range p.Suspected(r.window) {
 			seqs = append(seqs, seqRange(g))
 		}
-		fmt.Fprintf(w, "suspected lost: %d messages from producer %s (seq %s)\n", r.Suspected[p.ProducerID], p.ProducerID, strings.Join(seqs, ", "))
+		fmt.Fprintf(w, "suspected lost: %d messages from producer %s (seq %s)\n", r.Suspected[p.ProducerID], safe(p.ProducerID), strings.Join(seqs, ", "))
 		n++
 	}
 	if n == 0 {

@@ -100,3 +100,44 @@ func TestGapsListsHolesAndSuspectedLosses(t *testing.T) {
 		}
 	}
 }
+
+// A producer ID recorded before producer IDs had a rule may hold control
+// characters: the tables and the summary line show it escaped; -json keeps
+// it exact.
+func TestGapsEscapesControlCharacters(t *testing.T) {
+	gdb, dsn := testenv.NewDatabase(t)
+	t.Setenv("DATABASE_URL", dsn)
+	ctx := context.Background()
+	const pid = "shop\x1b]0;owned\x07\x1b[2J"
+	for _, q := range []string{
+		`INSERT INTO received_seq_producers (producer_id, received) VALUES (?, 2)`,
+		`INSERT INTO received_seq_ranges (producer_id, lo, hi) VALUES (?, 1, 1), (?, 3, 3)`,
+	} {
+		args := []any{pid}
+		if strings.Count(q, "?") == 2 {
+			args = append(args, pid)
+		}
+		if err := gdb.Exec(q, args...).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out, errOut bytes.Buffer
+	if code := run(ctx, []string{"gaps", "-gap-window", "0s"}, &out, &errOut); code != 1 {
+		t.Fatalf("gaps: exit %d, want 1\n%s%s", code, out.String(), errOut.String())
+	}
+	if c := rawControls(out.String()); len(c) > 0 {
+		t.Errorf("gaps prints the control characters %q raw:\n%q", c, out.String())
+	}
+	if want := `suspected lost: 1 messages from producer shop\x1b]0;owned\x07\x1b[2J (seq 2)`; !strings.Contains(out.String(), want) {
+		t.Errorf("gaps lacks %q:\n%s", want, out.String())
+	}
+	if n := strings.Count(out.String(), `shop\x1b]0;owned\x07\x1b[2J`); n != 3 {
+		t.Errorf("the producer ID shows escaped %d times, want 3 (two tables, one summary):\n%s", n, out.String())
+	}
+	out.Reset()
+	var r gapsReport
+	if code := run(ctx, []string{"gaps", "-gap-window", "0s", "-json"}, &out, &errOut); code != 1 ||
+		json.Unmarshal(out.Bytes(), &r) != nil || len(r.Producers) != 1 || r.Producers[0].ProducerID != pid || r.Suspected[pid] != 1 {
+		t.Errorf("gaps -json is not exact: exit %d %+v\n%s", code, r, out.String())
+	}
+}

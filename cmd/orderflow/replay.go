@@ -333,7 +333,7 @@ func printReplay(w io.Writer, sum replaySummary, items []*replayItem) error {
 		if key == "" {
 			key = "-"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", it.ID, it.Kind, key, it.Now, action, cut(it.Reason, 80))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", it.ID, safe(it.Kind), safe(key), safe(it.Now), safe(action), cut(safe(it.Reason), 80))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -364,7 +364,7 @@ func counts(m map[string]int) string {
 	})
 	parts := make([]string, len(keys))
 	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%d %s", m[k], k)
+		parts[i] = fmt.Sprintf("%d %s", m[k], safe(k))
 	}
 	if len(parts) == 0 {
 		return "none"

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"github.com/orderflow/orderflow/internal/testenv"
 	"github.com/orderflow/orderflow/internal/uniq"
 	"github.com/orderflow/orderflow/message"
+	"github.com/orderflow/orderflow/store"
 )
 
 type replayOutput struct {
@@ -234,5 +236,37 @@ func TestDLQReplay(t *testing.T) {
 	}
 	if dl, _, _ := p.s.DeadLetter(ctx, pending); dl.ReplayedAt != nil {
 		t.Errorf("a dead letter was marked replayed although Temporal was down: %+v", dl)
+	}
+}
+
+// A dead letter whose stored reason holds control characters (its kind
+// column shows them) is listed escaped by dlq replay (a dry run here: the
+// table is the same); -json keeps it exact.
+func TestDLQReplayEscapesControlCharacters(t *testing.T) {
+	gdb, dsn := testenv.NewDatabase(t)
+	t.Setenv("DATABASE_URL", dsn)
+	ctx := context.Background()
+	const esc = "\x1b]0;owned\x07\x1b[2J"
+	reason := esc + "malformed_json: unexpected end of JSON input"
+	if _, err := store.New(gdb).ParkDeadLetter(ctx, message.DeadLetter{
+		Envelope: message.NewEnvelope("ORDER_EVENTS", "M-esc", "order-esc", "PAID", []byte(`{"order_id":`), time.Time{}, false),
+		Reason:   reason}); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if code := run(ctx, []string{"dlq", "replay", "-dry-run"}, &out, &errOut); code != 0 {
+		t.Fatalf("dlq replay -dry-run: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	if c := rawControls(out.String()); len(c) > 0 {
+		t.Errorf("dlq replay prints the control characters %q raw:\n%q", c, out.String())
+	}
+	if want := `\x1b]0;owned\x07\x1b[2Jmalformed_json`; !strings.Contains(out.String(), want) {
+		t.Errorf("dlq replay lacks %q:\n%s", want, out.String())
+	}
+	out.Reset()
+	var r replayOutput
+	if code := run(ctx, []string{"dlq", "replay", "-dry-run", "-json"}, &out, &errOut); code != 0 ||
+		json.Unmarshal(out.Bytes(), &r) != nil || len(r.Items) != 1 || r.Items[0].Kind != esc+"malformed_json" {
+		t.Errorf("dlq replay -json is not exact: exit %d %+v\n%s", code, r, out.String())
 	}
 }
