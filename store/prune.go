@@ -49,6 +49,11 @@ type PruneStats struct {
 	// KeptUnreplayed counts the dead letters of such orders kept because
 	// they were never replayed (0 with IncludeUnreplayed).
 	KeptUnreplayed int64 `json:"kept_unreplayed"`
+	// Producers counts the producers retired: their received sequence
+	// numbers removed, as none arrived since before the cutoff;
+	// SequenceRanges the rows of numbers removed with them.
+	Producers      int64 `json:"producers"`
+	SequenceRanges int64 `json:"sequence_ranges"`
 	// Statements counts the statements run (each its own transaction).
 	Statements int64 `json:"statements"`
 	DryRun     bool  `json:"dry_run"`
@@ -80,6 +85,12 @@ const terminalBefore = `o.status IN ('COMPLETED', 'CANCELLED') AND o.updated_at 
 // the statement that removes an order's rows stamps it. progress, when not
 // nil, is called after every statement.
 //
+// Producers whose last sequence number was received before the cutoff are
+// retired: their received_seq_producers row goes, and their ranges with
+// it, o.Batch producers a statement, each re-checked in the statement (a
+// number recorded meanwhile keeps the producer). Their open holes go too;
+// a producer that sends again starts a new record.
+//
 // Cancelled (ctx), Prune returns ctx's error and the stats of the
 // statements that completed: what was removed so far.
 func (s *Store) Prune(ctx context.Context, o PruneOptions, progress func(PruneStats)) (PruneStats, error) {
@@ -98,7 +109,10 @@ func (s *Store) Prune(ctx context.Context, o PruneOptions, progress func(PruneSt
 	if err := p.orderEvents(); err != nil {
 		return p.st, err
 	}
-	return p.st, p.deadLetters()
+	if err := p.deadLetters(); err != nil {
+		return p.st, err
+	}
+	return p.st, p.producers()
 }
 
 // pruner is one run of Prune.
@@ -306,6 +320,43 @@ func (p *pruner) countKept(c candidates) error {
 	}
 	p.st.KeptUnreplayed += n
 	return p.step()
+}
+
+// producers removes (or counts) the producers idle since before the
+// cutoff, with their ranges, o.Batch producers a statement.
+func (p *pruner) producers() error {
+	if p.o.DryRun {
+		var n struct{ Producers, Ranges int64 }
+		if err := p.db.Raw(`SELECT count(*) AS producers,
+				coalesce(sum((SELECT count(*) FROM received_seq_ranges r WHERE r.producer_id = x.producer_id)), 0) AS ranges
+			FROM received_seq_producers x WHERE x.last_seen_at < ?`, p.st.Cutoff).Scan(&n).Error; err != nil {
+			return fmt.Errorf("prune: count idle producers: %w", err)
+		}
+		p.st.Producers, p.st.SequenceRanges = p.st.Producers+n.Producers, p.st.SequenceRanges+n.Ranges
+		return p.step()
+	}
+	for {
+		var n struct{ Selected, Producers, Ranges int64 }
+		// The ranges go by ON DELETE CASCADE; the count reads them from the
+		// statement's snapshot, taken before.
+		if err := p.db.Raw(`WITH victims AS (
+				SELECT producer_id FROM received_seq_producers WHERE last_seen_at < ? ORDER BY producer_id LIMIT ?),
+			gone AS (
+				DELETE FROM received_seq_producers x USING victims v
+				WHERE x.producer_id = v.producer_id AND x.last_seen_at < ? RETURNING x.producer_id)
+			SELECT (SELECT count(*) FROM victims) AS selected, count(*) AS producers,
+				coalesce(sum((SELECT count(*) FROM received_seq_ranges r WHERE r.producer_id = g.producer_id)), 0) AS ranges
+			FROM gone g`, p.st.Cutoff, p.o.Batch, p.st.Cutoff).Scan(&n).Error; err != nil {
+			return fmt.Errorf("prune: delete idle producers: %w", err)
+		}
+		p.st.Producers, p.st.SequenceRanges = p.st.Producers+n.Producers, p.st.SequenceRanges+n.Ranges
+		if err := p.step(); err != nil {
+			return err
+		}
+		if n.Selected < int64(p.o.Batch) {
+			return nil
+		}
+	}
 }
 
 // BodyOrderID is the order a parked body names, or "" when it names none:

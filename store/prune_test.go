@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -336,5 +337,67 @@ func TestBodyOrderID(t *testing.T) {
 		if got := store.BodyOrderID([]byte(body)); got != want {
 			t.Errorf("BodyOrderID(%.60s) = %q, want %q", body, got, want)
 		}
+	}
+}
+
+// Prune retires the producers whose last number arrived before the cutoff
+// (their sequence rows go, in batches), counts them in a dry run, and
+// keeps every producer heard from since.
+func TestPruneRetiresIdleProducers(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	for p, seqs := range map[string][]int64{"idle-1": {1, 2, 4}, "idle-2": {1, 2, 3}, "idle-3": {2}, "busy": {1, 3}, "back": {1}} {
+		for _, n := range seqs {
+			if err := s.RecordSeq(ctx, p, n); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Two days without a number; "back" sends one again afterwards.
+	if err := s.DB().Exec(`UPDATE received_seq_producers SET last_seen_at = now() - interval '2 days'
+		WHERE producer_id IN ('idle-1', 'idle-2', 'idle-3', 'back')`).Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordSeq(ctx, "back", 2); err != nil {
+		t.Fatal(err)
+	}
+	producers := func() []string {
+		t.Helper()
+		ps, err := s.SequenceGaps(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, p := range ps {
+			ids = append(ids, p.ProducerID)
+		}
+		return ids
+	}
+	// idle-1 holds 2 ranges (1-2, 4), idle-2 one (1-3), idle-3 one (2).
+	const wantProducers, wantRanges = 3, 4
+	st, err := s.Prune(ctx, store.PruneOptions{OlderThan: 24 * time.Hour, Batch: 2, DryRun: true}, nil)
+	if err != nil || st.Producers != wantProducers || st.SequenceRanges != wantRanges {
+		t.Fatalf("dry run: %+v, %v; want %d producers, %d ranges", st, err, wantProducers, wantRanges)
+	}
+	if got := strings.Join(producers(), ","); got != "back,busy,idle-1,idle-2,idle-3" {
+		t.Fatalf("after the dry run: producers %s", got)
+	}
+	st, err = s.Prune(ctx, store.PruneOptions{OlderThan: 24 * time.Hour, Batch: 2}, nil)
+	if err != nil || st.Producers != wantProducers || st.SequenceRanges != wantRanges {
+		t.Fatalf("prune: %+v, %v; want %d producers, %d ranges", st, err, wantProducers, wantRanges)
+	}
+	if got := strings.Join(producers(), ","); got != "back,busy" {
+		t.Fatalf("after the prune: producers %s, want back,busy", got)
+	}
+	var orphans int64
+	if err := s.DB().Raw(`SELECT count(*) FROM received_seq_ranges WHERE producer_id LIKE 'idle-%'`).Scan(&orphans).Error; err != nil || orphans != 0 {
+		t.Fatalf("%d ranges of retired producers left, %v", orphans, err)
+	}
+	// A retired producer that sends again starts a new record.
+	if err := s.RecordSeq(ctx, "idle-2", 4); err != nil {
+		t.Fatal(err)
+	}
+	if gaps, _ := gapsOf(t, s, "idle-2"); !reflect.DeepEqual(gaps, [][2]int64{{1, 3}}) {
+		t.Fatalf("gaps of idle-2 after its return: %v, want [1 3]", gaps)
 	}
 }

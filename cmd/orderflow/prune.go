@@ -20,7 +20,8 @@ const pruneFloor = 24 * time.Hour
 
 // runPrune is `orderflow prune -older-than DURATION [-yes]`: the
 // order_events rows and dead letters of orders terminal for longer than the
-// window go (store.Store.Prune); orders rows and the ledger stay. Without
+// window go, and so do the received sequence numbers of producers silent
+// for longer (store.Store.Prune); orders rows and the ledger stay. Without
 // -yes it is a dry run: it counts what would go and removes nothing.
 func runPrune(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var (
@@ -39,7 +40,7 @@ func runPrune(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return config.Setting{Flag: flag, Usage: usage + " (a flag only, no variable sets it)"}
 	}
 	s.String(&olderThan, "", p("older-than", fmt.Sprintf("retention window (required, at least %dh unless -force): orders COMPLETED or CANCELLED "+
-		"for longer lose their order_events rows and dead letters (720h, 30d)", int(pruneFloor.Hours()))))
+		"for longer lose their order_events rows and dead letters, and producers silent for longer their received sequence numbers (720h, 30d)", int(pruneFloor.Hours()))))
 	s.Bool(&yes, false, consent("yes", "remove: without it prune is a dry run that only counts what would be removed"))
 	s.Bool(&force, false, consent("force", fmt.Sprintf("accept an -older-than shorter than %dh", int(pruneFloor.Hours()))))
 	s.Bool(&o.IncludeUnreplayed, false, consent("include-unreplayed", "also remove the dead letters of such orders that were never replayed (by default they stay)"))
@@ -62,7 +63,7 @@ func runPrune(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	st, err := db.Prune(ctx, o, func(p store.PruneStats) {
 		if time.Since(last) >= 5*time.Second {
 			last = time.Now()
-			fmt.Fprintf(stderr, "prune: %d orders, %d order_events rows, %d dead letters so far\n", p.Orders, p.Events, p.DeadLetters)
+			fmt.Fprintf(stderr, "prune: %d orders, %d order_events rows, %d dead letters, %d producers so far\n", p.Orders, p.Events, p.DeadLetters, p.Producers)
 		}
 	})
 	if err != nil {
@@ -105,11 +106,11 @@ func pruneStopped(err error, st store.PruneStats) error {
 		err = fmt.Errorf("interrupted: %w", err)
 	}
 	if st.DryRun {
-		return fmt.Errorf("%w (dry run, nothing removed; counted so far: %d orders, %d order_events rows, %d dead letters)",
-			err, st.Orders, st.Events, st.DeadLetters)
+		return fmt.Errorf("%w (dry run, nothing removed; counted so far: %d orders, %d order_events rows, %d dead letters, %d producers)",
+			err, st.Orders, st.Events, st.DeadLetters, st.Producers)
 	}
-	return fmt.Errorf("%w (removed so far: %d orders, %d order_events rows, %d dead letters; a new run goes on with the rest)",
-		err, st.Orders, st.Events, st.DeadLetters)
+	return fmt.Errorf("%w (removed so far: %d orders, %d order_events rows, %d dead letters, %d producers; a new run goes on with the rest)",
+		err, st.Orders, st.Events, st.DeadLetters, st.Producers)
 }
 
 // printPrune says what a prune removed, or in a dry run would remove.
@@ -120,13 +121,15 @@ func printPrune(w io.Writer, o store.PruneOptions, st store.PruneStats) {
 	}
 	if st.DryRun {
 		fmt.Fprintf(w, "dry run: orders COMPLETED or CANCELLED and unchanged since before %s: %d orders would lose %d order_events rows and %d dead letters%s; "+
+			"%d producers silent since then would be retired (%d rows of received sequence numbers); "+
 			"every orders row and points_ledger row stays; nothing was removed: add -yes to remove them\n",
-			stamp(st.Cutoff), st.Orders, st.Events, st.DeadLetters, kept)
+			stamp(st.Cutoff), st.Orders, st.Events, st.DeadLetters, kept, st.Producers, st.SequenceRanges)
 		return
 	}
 	fmt.Fprintf(w, "pruned orders COMPLETED or CANCELLED and unchanged since before %s: %d orders lost %d order_events rows and %d dead letters, "+
-		"in %d statements of at most %d rows%s; every orders row and points_ledger row stays\n",
-		stamp(st.Cutoff), st.Orders, st.Events, st.DeadLetters, st.Statements, o.Batch, kept)
+		"in %d statements of at most %d rows%s; %d producers silent since then retired (%d rows of received sequence numbers); "+
+		"every orders row and points_ledger row stays\n",
+		stamp(st.Cutoff), st.Orders, st.Events, st.DeadLetters, st.Statements, o.Batch, kept, st.Producers, st.SequenceRanges)
 }
 
 // parseWindow reads a retention window: a Go duration (720h) or a number

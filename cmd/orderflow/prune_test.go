@@ -93,7 +93,17 @@ func TestPrune(t *testing.T) {
 		// Replayed, an old order's event, seen again lately.
 		"replayed, seen lately": park(old[6], encode(event(old[6], 2, fsm.Paid, 1000)), "undeliverable: engine down"),
 	}
+	// Two producers' numbers: one silent for 40 days (two ranges: a hole
+	// at 3), one heard from lately.
+	for p, seqs := range map[string][]int64{prefix + "-silent": {1, 2, 4}, prefix + "-live": {1}} {
+		for _, n := range seqs {
+			if err := s.RecordSeq(ctx, p, n); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	for _, q := range []string{
+		`UPDATE received_seq_producers SET last_seen_at = now() - interval '40 days' WHERE producer_id = '` + prefix + `-silent'`,
 		`UPDATE orders SET updated_at = now() - interval '40 days' WHERE starts_with(order_id, '` + prefix + `-old-') OR starts_with(order_id, '` + prefix + `-open-')`,
 		`UPDATE dead_letters SET last_seen_at = now() - interval '40 days'`,
 		fmt.Sprintf(`UPDATE dead_letters SET last_seen_at = now() WHERE id = %d`, dl["replayed, seen lately"]),
@@ -136,6 +146,7 @@ func TestPrune(t *testing.T) {
 	code, out, errOut := runCmd("prune", "-database-url", dsn, "-older-than", "30d")
 	want := "dry run: orders COMPLETED or CANCELLED and unchanged since before "
 	for _, w := range []string{"10 orders would lose 30 order_events rows and 1 dead letters; 2 dead letters of these orders were never replayed and stay",
+		"1 producers silent since then would be retired (2 rows of received sequence numbers)",
 		"nothing was removed: add -yes to remove them"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("bare prune lacks %q", w)
@@ -145,6 +156,17 @@ func TestPrune(t *testing.T) {
 		t.Fatalf("bare prune: exit %d, want a dry run (%q) that removes nothing (%d rows of 30 left)\n%s%s", code, want, rows(old), out, errOut)
 	}
 	left(all...)
+	producers := func() string {
+		t.Helper()
+		var ids []string
+		if err := gdb.Raw(`SELECT producer_id FROM received_seq_producers ORDER BY producer_id`).Scan(&ids).Error; err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(ids, ",")
+	}
+	if got, want := producers(), prefix+"-live,"+prefix+"-silent"; got != want {
+		t.Errorf("after the dry run: producers %s, want %s", got, want)
+	}
 	t.Logf("%s", out)
 	code, out, errOut = runCmd("prune", "-database-url", dsn, "-older-than", "30d", "-dry-run")
 	if code != 0 || !strings.Contains(out, "10 orders would lose 30 order_events rows and 1 dead letters") || rows(old) != 30 {
@@ -154,8 +176,11 @@ func TestPrune(t *testing.T) {
 	code, out, errOut = runCmd("prune", "-database-url", dsn, "-older-than", "720h", "-yes", "-batch", "7", "-json")
 	var st store.PruneStats
 	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.DryRun || st.Orders != 10 || st.Events != 30 || st.DeadLetters != 1 ||
-		st.KeptUnreplayed != 2 || st.Statements < 30/7 {
+		st.KeptUnreplayed != 2 || st.Producers != 1 || st.SequenceRanges != 2 || st.Statements < 30/7 {
 		t.Fatalf("prune -yes -json: exit %d\n%s%s", code, out, errOut)
+	}
+	if got, want := producers(), prefix+"-live"; got != want {
+		t.Errorf("after the prune: producers %s, want %s", got, want)
 	}
 	if rows(old) != 0 || rows(open) != 20 || rows(fresh) != 30 {
 		t.Errorf("after the prune: %d rows of old orders (want 0), %d of open ones (20), %d of fresh ones (30)", rows(old), rows(open), rows(fresh))
