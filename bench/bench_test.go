@@ -7,7 +7,6 @@ import (
 	"image/color"
 	"image/png"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -132,56 +131,6 @@ func colourCounts(img image.Image, r image.Rectangle, cols ...color.RGBA) (count
 	return counts, nonWhite
 }
 
-func TestChartPNG(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "sub", "chart.png")
-	c := chart{Title: "t", XLabel: "x", YLabel: "y", XTicks: []float64{8, 32, 64}, W: 400, H: 300,
-		Series: []series{
-			{Label: "a", Color: colBlue, Points: [][2]float64{{8, 10}, {32, 40}, {64, 35}}},
-			{Label: "c", Color: colGreen, Dashed: true, Points: [][2]float64{{8, 20}, {64, 20}}},
-		}}
-	if err := c.WritePNG(path); err != nil {
-		t.Fatal(err)
-	}
-	img := readPNG(t, path)
-	if b := img.Bounds(); b.Dx() != 400 || b.Dy() != 300 {
-		t.Fatalf("image %v, want 400x300", b)
-	}
-	_, nonWhite := colourCounts(img, img.Bounds())
-	// Axes, labels, grid and lines: a few per cent of the image, not none
-	// and not most of it.
-	if total := 400 * 300; nonWhite < total/50 || nonWhite > total/2 {
-		t.Errorf("%d of %d pixels are not white", nonWhite, total)
-	}
-	// Both series' colours must appear in the left half, where the lines
-	// run and the legend (on the right) is not: the lines were drawn.
-	counts, _ := colourCounts(img, image.Rect(0, 0, 200, 300), colBlue, colGreen)
-	for i, name := range []string{"solid series", "dashed series"} {
-		if counts[i] < 20 {
-			t.Errorf("the %s has %d pixels of its colour", name, counts[i])
-		}
-	}
-}
-
-func TestChartPNGEdges(t *testing.T) {
-	dir := t.TempDir()
-	// No series and no ticks: an empty but valid chart, as before.
-	path := filepath.Join(dir, "empty.png")
-	if err := (chart{Title: "empty", W: 200, H: 100}).WritePNG(path); err != nil {
-		t.Fatalf("empty chart: %v", err)
-	}
-	if b := readPNG(t, path).Bounds(); b.Dx() != 200 || b.Dy() != 100 {
-		t.Errorf("empty chart %v, want 200x100", b)
-	}
-	// A size of zero or a point that is not a number is an error.
-	if err := (chart{W: 0, H: 100}).WritePNG(filepath.Join(dir, "zero.png")); err == nil {
-		t.Error("a chart 0 pixels wide was written")
-	}
-	nan := chart{W: 200, H: 100, Series: []series{{Label: "n", Color: colBlue, Points: [][2]float64{{1, math.NaN()}}}}}
-	if err := nan.WritePNG(filepath.Join(dir, "nan.png")); err == nil {
-		t.Error("a chart with a NaN point was written")
-	}
-}
-
 // openLoopEngine is an engine's result with an e2e rate and open-loop runs
 // at a quarter, half and three quarters of it.
 func openLoopEngine(name string, e2e float64) engineResult {
@@ -241,22 +190,6 @@ func TestDrawOpenLoopChartNeedsResults(t *testing.T) {
 	res := results{Engines: []engineResult{openLoopEngine("dev", 200), {Name: "server"}}}
 	if err := drawOpenLoopChart(filepath.Join(t.TempDir(), "c.png"), res); err == nil {
 		t.Error("drawOpenLoopChart with an engine without open-loop results did not fail")
-	}
-}
-
-func TestChartTicks(t *testing.T) {
-	// One engine: its offered rates.
-	if got := chartTicks([]float64{50, 25, 75, 50}); !slices.Equal(got, []float64{25, 50, 75}) {
-		t.Errorf("one engine's ticks %v, want [25 50 75]", got)
-	}
-	// Two engines whose rates nearly meet: round ticks within the span
-	// (24 to 75, a step of 10).
-	got := chartTicks([]float64{25, 50, 75, 24, 48, 72})
-	if !slices.Equal(got, []float64{30, 40, 50, 60, 70}) {
-		t.Errorf("crowded ticks %v, want 30 to 70 by 10", got)
-	}
-	if got := chartTicks([]float64{7}); !slices.Equal(got, []float64{7}) {
-		t.Errorf("one rate: ticks %v", got)
 	}
 }
 
@@ -325,14 +258,6 @@ func TestResultsOfRecordDrawTheChart(t *testing.T) {
 	for _, f := range files {
 		if err := redrawChart(f, filepath.Join(t.TempDir(), "c.png"), io.Discard); err != nil {
 			t.Errorf("%s: %v", f, err)
-		}
-	}
-}
-
-func TestNiceStep(t *testing.T) {
-	for raw, want := range map[float64]float64{0: 1, 3: 5, 12: 20, 40: 50, 0.7: 1, 230: 500} {
-		if got := niceStep(raw); got != want {
-			t.Errorf("niceStep(%v) = %v, want %v", raw, got, want)
 		}
 	}
 }
