@@ -28,9 +28,6 @@ import (
 	"github.com/orderflow/orderflow/fsm"
 )
 
-// MaxBodySize is the largest message body the contract accepts, in bytes.
-const MaxBodySize = 64 * 1024
-
 // Rejection kinds: the first word of every reason, stable, and usable as a
 // metrics label.
 const (
@@ -100,22 +97,6 @@ func reject(kind, field, detail string, err error) *Rejection {
 	return &Rejection{Kind: kind, Field: field, Reason: Sanitize(reason+detail, maxReasonLen), Err: err}
 }
 
-// Sanitize makes s safe to store as PostgreSQL text: invalid UTF-8 becomes
-// U+FFFD, NUL bytes are dropped, and the result is cut to at most n bytes on a
-// character boundary (n <= 0 for no limit).
-func Sanitize(s string, n int) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	s = strings.ReplaceAll(s, "\x00", "")
-	if n > 0 && len(s) > n {
-		cut := n
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut]
-	}
-	return s
-}
-
 // OversizeCompressed is the rejection of a compressed body that would
 // inflate past MaxBodySize; the consumer refused to inflate it.
 func OversizeCompressed() *Rejection {
@@ -130,66 +111,6 @@ func Undecodable(compression, decodeError string) *Rejection {
 		decodeError = "not decoded"
 	}
 	return reject(KindUndecodable, "", compression+" body: "+decodeError, nil)
-}
-
-// MaxReasonLen is the longest reason a dead letter stores, in bytes.
-const MaxReasonLen = 1024
-
-// Envelope is a message as the broker delivered it: where it came from and
-// its body, byte for byte. NewEnvelope makes its text fields storable.
-type Envelope struct {
-	Topic     string `json:"topic"`
-	MessageID string `json:"message_id"`
-	Keys      string `json:"keys"`
-	Tags      string `json:"tags"`
-	Body      []byte `json:"body"`
-	// StoredAt is when the broker stored the message (not persisted).
-	StoredAt time.Time `json:"stored_at,omitzero"`
-	// InflateRefused is true when the consumer did not inflate a
-	// compressed body because it would exceed MaxBodySize; Body is then
-	// the compressed bytes.
-	InflateRefused bool `json:"inflate_refused,omitempty"`
-	// Compression is the compression Body is still in ("zlib", "lz4",
-	// "zstd", or "type N" for a type RocketMQ does not define), set when the
-	// consumer left a compressed body as stored: it would inflate past
-	// MaxBodySize (InflateRefused) or cannot be decoded (DecodeError). It
-	// is "" when Body is as the producer wrote it, plain or inflated by the
-	// consumer.
-	Compression string `json:"compression,omitempty"`
-	// DecodeError is why the consumer could not decode the compressed
-	// body (not persisted; a dead letter's reason keeps it).
-	DecodeError string `json:"decode_error,omitempty"`
-}
-
-// StillCompressed reports whether Body is still compressed, as stored,
-// rather than as the producer wrote it.
-func (e Envelope) StillCompressed() bool { return e.InflateRefused || e.Compression != "" }
-
-// maxEnvelopeText bounds each text field of an Envelope.
-const maxEnvelopeText = 1024
-
-// NewEnvelope returns the envelope of a message, its text fields made
-// storable (Sanitize, at most 1024 bytes each) and its body kept as is.
-func NewEnvelope(topic, messageID, keys, tags string, body []byte, storedAt time.Time, inflateRefused bool) Envelope {
-	if body == nil {
-		body = []byte{}
-	}
-	return Envelope{
-		Topic:          Sanitize(topic, maxEnvelopeText),
-		MessageID:      Sanitize(messageID, maxEnvelopeText),
-		Keys:           Sanitize(keys, maxEnvelopeText),
-		Tags:           Sanitize(tags, maxEnvelopeText),
-		Body:           body,
-		StoredAt:       storedAt,
-		InflateRefused: inflateRefused,
-	}
-}
-
-// DeadLetter is a message that cannot be applied, as received, with the
-// reason.
-type DeadLetter struct {
-	Envelope
-	Reason string `json:"reason"`
 }
 
 // Received is what Parse makes of one message: a valid event, or a
