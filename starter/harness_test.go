@@ -56,8 +56,15 @@ type env struct {
 
 func newEnv(t *testing.T, queues int) *env {
 	t.Helper()
-	e := &env{tc: testenv.RequireTemporal(t), namesrv: testenv.RocketMQNamesrv(t)}
-	e.db, e.dsn = testenv.NewDatabase(t)
+	db, dsn := testenv.NewDatabase(t)
+	return newEnvOn(t, queues, db, dsn)
+}
+
+// newEnvOn is newEnv on a database of the test's: db to read it, dsn for
+// the processes the test starts.
+func newEnvOn(t *testing.T, queues int, db *gorm.DB, dsn string) *env {
+	t.Helper()
+	e := &env{tc: testenv.RequireTemporal(t), namesrv: testenv.RocketMQNamesrv(t), db: db, dsn: dsn}
 	var err error
 	if e.sqlDB, err = e.db.DB(); err != nil {
 		t.Fatal(err)

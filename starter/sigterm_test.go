@@ -29,6 +29,17 @@ func buildBridge(t *testing.T) string {
 // output kept in memory, and waits until it consumes.
 func (e *env) startBridgeProc(t *testing.T, bin string) *procs.Proc {
 	t.Helper()
+	p := e.bridgeProc(t, bin)
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatalf("start bridge: %v:\n%s", err, p.Output())
+	}
+	return p
+}
+
+// bridgeProc is the bridge binary bin on the test's topic, group, task
+// queue and database URL, not started.
+func (e *env) bridgeProc(t *testing.T, bin string) *procs.Proc {
+	t.Helper()
 	p := procs.New(procs.Spec{Name: "bridge", Path: bin, Env: []string{
 		"TEMPORAL_ADDRESS=" + testenv.TemporalAddress(),
 		"TEMPORAL_NAMESPACE=" + testenv.TemporalNamespace(),
@@ -53,9 +64,6 @@ func (e *env) startBridgeProc(t *testing.T, bin string) *procs.Proc {
 			t.Logf("bridge output:\n%s", p.Output())
 		}
 	})
-	if err := p.Start(context.Background()); err != nil {
-		t.Fatalf("start bridge: %v:\n%s", err, p.Output())
-	}
 	return p
 }
 
