@@ -112,38 +112,73 @@ func scenarioOptions(orders int, seed int64, prefix string, dupRate float64) sce
 // runCell runs one cell from a fresh topic, group, task queue and database
 // until every order settled, and checks the invariants.
 func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) {
-	res := cellResult{Config: cc}
+	res := cellResult{Config: cc, Prefix: uniq.Name("b")}
 	db, err := newDatabase(ctx, b.cfg.DatabaseURL)
 	if err != nil {
 		return res, err
 	}
-	defer func() {
-		if err := db.Close(); err != nil {
-			slog.Warn("bench: drop database", "err", err)
-		}
-	}()
-	if !cc.Direct {
-		// Runs after the consumers stopped, before the database is
-		// dropped: the cell's workflows must not outlive it.
-		defer func() {
-			began := time.Now()
-			n, t, err := b.closeWorkflows(context.WithoutCancel(ctx), db)
-			if err != nil {
-				slog.Warn("bench: terminate the cell's workflows", "cell", cc.Name, "err", err)
-			}
-			if b.cleanup != nil {
-				b.cleanup.add(n, t, time.Since(began))
-			}
-		}()
-	}
+	defer b.closeCell(ctx, cc, db)
 	topic := uniq.Name("bench-events")
-	group := uniq.Name("bench-group")
-	tq := uniq.Name("bench-tq")
-	prefix := uniq.Name("b")
-	res.Prefix = prefix
 	if err := createTopic(ctx, b.namesrv, b.broker, topic, 8); err != nil {
 		return res, err
 	}
+	sc, err := cellScenario(cc, res.Prefix, topic)
+	if err != nil {
+		return res, err
+	}
+	c := sc.Expected.Counts
+	res.Messages, res.Events, res.Duplicates = c.Messages, c.Events, c.Duplicates
+	p, err := mq.NewProducer(b.cfg.RocketMQNamesrv, mq.WithProducerGroup(uniq.Name("bench-pub")))
+	if err != nil {
+		return res, err
+	}
+	defer p.Close()
+	pub := &publisher{p: p, topic: topic, msgs: sc.Messages, sent: make([]time.Time, len(sc.Messages))}
+	if cc.Offered <= 0 {
+		// A backlog: everything is in the broker before a consumer starts.
+		if err := pub.run(ctx, 0); err != nil {
+			return res, err
+		}
+	}
+	stop, started, err := b.startConsumers(ctx, cc, db, topic, uniq.Name("bench-group"), uniq.Name("bench-tq"))
+	if err != nil {
+		return res, err
+	}
+	defer stop()
+	if cc.Offered > 0 {
+		if err := pub.openLoop(ctx, cc, db, &res); err != nil {
+			return res, err
+		}
+	}
+	res.Publish = pub.took
+	if err := b.settle(ctx, cc, db, &sc.Expected, &res); err != nil {
+		return res, err
+	}
+	return res, b.measure(ctx, db, pub, started, &res)
+}
+
+// closeCell terminates the cell's workflows that still run, once its
+// consumers stopped, and drops its database: the workflows must not
+// outlive it.
+func (b *bench) closeCell(ctx context.Context, cc cellConfig, db *database) {
+	if !cc.Direct {
+		began := time.Now()
+		n, t, err := b.closeWorkflows(context.WithoutCancel(ctx), db)
+		if err != nil {
+			slog.Warn("bench: terminate the cell's workflows", "cell", cc.Name, "err", err)
+		}
+		if b.cleanup != nil {
+			b.cleanup.add(n, t, time.Since(began))
+		}
+	}
+	if err := db.Close(); err != nil {
+		slog.Warn("bench: drop database", "err", err)
+	}
+}
+
+// cellScenario is the cell's scenario (generate, else the benchmark's
+// scenario of cc's size), expected on topic.
+func cellScenario(cc cellConfig, prefix, topic string) (*scenario.Scenario, error) {
 	generate := cc.generate
 	if generate == nil {
 		generate = func(prefix string) (*scenario.Scenario, error) {
@@ -152,116 +187,116 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 	}
 	sc, err := generate(prefix)
 	if err != nil {
-		return res, err
+		return nil, err
 	}
-	exp := sc.Expected
-	exp.Topic = topic
-	res.Messages, res.Events, res.Duplicates = exp.Counts.Messages, exp.Counts.Events, exp.Counts.Duplicates
-	if res.Events == 0 {
-		return res, fmt.Errorf("%s: the scenario has no valid event", cc.Name)
+	if sc.Expected.Counts.Events == 0 {
+		return nil, fmt.Errorf("%s: the scenario has no valid event", cc.Name)
 	}
+	sc.Expected.Topic = topic
+	return sc, nil
+}
 
-	p, err := mq.NewProducer(b.cfg.RocketMQNamesrv, mq.WithProducerGroup(uniq.Name("bench-pub")))
-	if err != nil {
-		return res, err
+// publisher publishes a cell's messages and keeps when each send returned.
+type publisher struct {
+	p     *mq.Producer
+	topic string
+	msgs  []scenario.Message
+	sent  []time.Time
+	took  time.Duration
+}
+
+// run publishes every message at rate messages/s (0: as fast as it can).
+func (pub *publisher) run(ctx context.Context, rate float64) error {
+	begin := time.Now()
+	err := scenario.Publish(ctx, pub.p, pub.msgs, scenario.PublishOptions{Topic: pub.topic, Rate: rate,
+		Progress: func(n int) { pub.sent[n-1] = time.Now() }})
+	pub.took = time.Since(begin)
+	return err
+}
+
+// openLoop waits until one event of another prefix went through the live
+// pipeline, then publishes at the cell's offered rate (duplicates,
+// conflicts and bad messages on top) and records the rate it kept.
+func (pub *publisher) openLoop(ctx context.Context, cc cellConfig, db *database, res *cellResult) error {
+	if err := warmUp(ctx, pub.p, db, pub.topic); err != nil {
+		return fmt.Errorf("%s: %w", cc.Name, err)
 	}
-	defer p.Close()
-	sent := make([]time.Time, len(sc.Messages))
-	publish := func(rate float64) error {
-		begin := time.Now()
-		err := scenario.Publish(ctx, p, sc.Messages, scenario.PublishOptions{Topic: topic, Rate: rate,
-			Progress: func(n int) { sent[n-1] = time.Now() }})
-		res.Publish = time.Since(begin)
+	if err := pub.run(ctx, cc.Offered*float64(res.Messages)/float64(res.Events)); err != nil {
 		return err
 	}
+	if d := pub.sent[len(pub.sent)-1].Sub(pub.sent[0]); d > 0 {
+		res.PublishRate = float64(len(pub.sent)-1) / d.Seconds()
+	}
+	return nil
+}
 
-	if cc.Offered <= 0 {
-		// A backlog: everything is in the broker before a consumer starts.
-		if err := publish(0); err != nil {
-			return res, err
-		}
-	}
-	stop, started, err := b.startConsumers(ctx, cc, db, topic, group, tq)
-	if err != nil {
-		return res, err
-	}
-	defer stop()
-	if cc.Offered > 0 {
-		// Open loop: the pipeline is live (one event of another prefix
-		// went through it) before the clock starts.
-		if err := warmUp(ctx, p, db, topic); err != nil {
-			return res, fmt.Errorf("%s: %w", cc.Name, err)
-		}
-	}
-	if cc.Offered > 0 {
-		rate := cc.Offered * float64(res.Messages) / float64(res.Events)
-		if err := publish(rate); err != nil {
-			return res, err
-		}
-		if d := sent[len(sent)-1].Sub(sent[0]); d > 0 {
-			res.PublishRate = float64(len(sent)-1) / d.Seconds()
-		}
-	}
-
-	report, err := check.WaitSettled(ctx, db.DB, &exp, check.WaitOptions{
+// settle waits until the cell's database settled with every invariant
+// holding, then reads what Temporal and the processes say of the cell.
+func (b *bench) settle(ctx context.Context, cc cellConfig, db *database, exp *scenario.Expected, res *cellResult) error {
+	report, err := check.WaitSettled(ctx, db.DB, exp, check.WaitOptions{
 		Wait: b.settleWait, Interval: 500 * time.Millisecond, Settle: time.Second,
 	})
 	if err != nil {
 		if ctx.Err() != nil {
 			// Interrupted: the report would only list what had not settled yet.
-			return res, fmt.Errorf("%s: %w", cc.Name, ctx.Err())
+			return fmt.Errorf("%s: %w", cc.Name, ctx.Err())
 		}
 		if report != nil {
 			var buf bytes.Buffer
 			report.Write(&buf)
-			return res, fmt.Errorf("%s did not settle with every invariant holding: %w\n%s", cc.Name, err, buf.String())
+			return fmt.Errorf("%s did not settle with every invariant holding: %w\n%s", cc.Name, err, buf.String())
 		}
-		return res, err
+		return err
 	}
 	res.Verified = report.OK()
 	if !cc.Direct {
 		res.Signals = b.countSignals(ctx, cc.Name+"-bridge")
 	}
 	if cc.inspect != nil {
-		if err := cc.inspect(ctx, &res); err != nil {
-			return res, err
+		if err := cc.inspect(ctx, res); err != nil {
+			return err
 		}
 	}
 	if cc.Metrics {
 		res.Metrics = b.saveMetrics(ctx)
 	}
+	return nil
+}
 
+// measure computes the cell's rates, CPU use and, open-loop, latencies
+// from its database effects. A backlog's clock starts at the first effect
+// (Startup is reported apart); an open loop's at the first publish.
+func (b *bench) measure(ctx context.Context, db *database, pub *publisher, started time.Time, res *cellResult) error {
 	first, last, err := effectSpan(ctx, db)
 	if err != nil {
-		return res, err
+		return err
 	}
-	// A backlog's clock starts at the first effect (Startup is reported
-	// apart); an open loop's at the first publish.
+	open := res.Config.Offered > 0
 	begin := first
-	if cc.Offered > 0 {
-		begin = sent[0]
+	if open {
+		begin = pub.sent[0]
 	} else {
 		res.Startup = first.Sub(started)
 	}
 	res.Elapsed = last.Sub(begin)
 	if res.Elapsed <= 0 {
-		return res, fmt.Errorf("%s: the last effect (%s) is not after the start (%s)", cc.Name, last, begin)
+		return fmt.Errorf("%s: the last effect (%s) is not after the start (%s)", res.Config.Name, last, begin)
 	}
 	res.Rate = float64(res.Events) / res.Elapsed.Seconds()
+	res.MessageRate = float64(res.Messages) / res.Elapsed.Seconds()
 	if b.cpu != nil {
 		if sh, ok := b.cpu.Window(begin, last); ok {
 			res.CPU = &sh
 		}
 	}
-	res.MessageRate = float64(res.Messages) / res.Elapsed.Seconds()
-	if cc.Offered > 0 {
-		lat, err := latencies(ctx, db, sc.Messages, sent)
+	if open {
+		lat, err := latencies(ctx, db, pub.msgs, pub.sent)
 		if err != nil {
-			return res, err
+			return err
 		}
 		res.P50, res.P95, res.P99 = quantile(lat, 0.50), quantile(lat, 0.95), quantile(lat, 0.99)
 	}
-	return res, nil
+	return nil
 }
 
 // startConsumers starts what consumes the cell's topic and returns how to
