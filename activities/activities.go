@@ -13,11 +13,11 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/orderflow/orderflow/api"
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/spanattr"
-	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/store"
-	"github.com/orderflow/orderflow/workflows/api"
+	"github.com/orderflow/orderflow/wire"
 )
 
 // Recorder receives the activities' business metrics. Implementations must
@@ -55,7 +55,7 @@ type ApplyEventInput struct {
 	Event fsm.Event `json:"event"`
 	// Source is the message that carried the event, as received; a
 	// conflicting event is parked with it. Nil when unknown.
-	Source *message.Envelope `json:"source,omitempty"`
+	Source *wire.Envelope `json:"source,omitempty"`
 }
 
 // ApplyEventResult is the authoritative decision taken inside the database
@@ -83,7 +83,7 @@ func (a *Activities) LoadOrder(ctx context.Context, orderID string) (LoadOrderRe
 // the authoritative decision (store.Store.ApplyEvent). The span of its run
 // gets the event's order ID, version and status, and the outcome.
 func (a *Activities) ApplyEvent(ctx context.Context, in ApplyEventInput) (ApplyEventResult, error) {
-	src := message.Envelope{Topic: a.Topic}
+	src := wire.Envelope{Topic: a.Topic}
 	if in.Source != nil {
 		src = *in.Source
 	}

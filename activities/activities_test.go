@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/orderflow/orderflow/activities"
+	"github.com/orderflow/orderflow/api"
 	"github.com/orderflow/orderflow/fsm"
-	"github.com/orderflow/orderflow/workflows/api"
 )
 
 func TestCancelAfterPayRefunds(t *testing.T) {

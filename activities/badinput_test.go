@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/orderflow/orderflow/activities"
+	"github.com/orderflow/orderflow/api"
 	"github.com/orderflow/orderflow/fsm"
-	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/store"
-	"github.com/orderflow/orderflow/workflows/api"
+	"github.com/orderflow/orderflow/wire"
 )
 
 // tableCounts is the number of rows in every table.
@@ -79,7 +79,7 @@ func TestBadInputWritesNothingAndSaysWhy(t *testing.T) {
 	}
 
 	t.Run("ParkDeadLetter/no reason", func(t *testing.T) {
-		_, err := a.Store.ParkDeadLetter(ctx, message.DeadLetter{Envelope: message.Envelope{Body: []byte("x")}, Reason: "  "})
+		_, err := a.Store.ParkDeadLetter(ctx, wire.DeadLetter{Envelope: wire.Envelope{Body: []byte("x")}, Reason: "  "})
 		if !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), "reason is required") {
 			t.Errorf("ParkDeadLetter without a reason: %v, want store.ErrInvalid saying the reason is required", err)
 		}
@@ -114,7 +114,7 @@ func TestDatabaseErrorsAreRetryable(t *testing.T) {
 	checks := map[string]error{}
 	_, checks["ApplyEvent"] = a.ApplyEvent(ctx, activities.ApplyEventInput{Event: event(id, 2, fsm.Paid, 100)})
 	_, checks["AwardPoints"] = a.AwardPoints(ctx, activities.AwardPointsInput{OrderID: id, UserID: 1, Kind: fsm.Purchase, Points: 1, Version: 2})
-	_, checks["ParkDeadLetter"] = a.Store.ParkDeadLetter(ctx, message.DeadLetter{Envelope: message.Envelope{Body: []byte("x")}, Reason: "r"})
+	_, checks["ParkDeadLetter"] = a.Store.ParkDeadLetter(ctx, wire.DeadLetter{Envelope: wire.Envelope{Body: []byte("x")}, Reason: "r"})
 	_, checks["LoadOrder"] = a.LoadOrder(ctx, id)
 	for name, err := range checks {
 		if err == nil {

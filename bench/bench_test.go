@@ -8,6 +8,7 @@ import (
 	"image/png"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -242,6 +243,41 @@ func TestWriteResults(t *testing.T) {
 	if back.Baseline.Rate != 2425.6 || len(back.Engines) != 1 || back.Engines[0].E2E.Rate != 210.7 ||
 		len(back.Engines[0].OpenLoop) != 3 || back.Machine == "" {
 		t.Errorf("read back %+v", back)
+	}
+}
+
+// TestGitCommit: the commit of a checkout, "-dirty" once a tracked file
+// changed (an untracked one does not count), "unknown" outside git.
+func TestGitCommit(t *testing.T) {
+	dir := t.TempDir()
+	git := func(args ...string) string {
+		out, err := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=t", "-c", "user.email=t@t"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	if got := gitCommit(dir); got != "unknown" {
+		t.Errorf("outside git: %q", got)
+	}
+	git("init", "-q")
+	if err := os.WriteFile(filepath.Join(dir, "a"), []byte("1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git("add", "a")
+	git("commit", "-q", "-m", "a")
+	head := git("rev-parse", "--short=7", "HEAD")
+	if err := os.WriteFile(filepath.Join(dir, "b"), []byte("new"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := gitCommit(dir); got != head {
+		t.Errorf("clean checkout with an untracked file: %q, want %q", got, head)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "a"), []byte("2"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := gitCommit(dir); got != head+"-dirty" {
+		t.Errorf("changed tracked file: %q, want %q", got, head+"-dirty")
 	}
 }
 

@@ -257,7 +257,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer unlock()
-	res := results{Started: time.Now()}
+	// The commit before the run writes its chart, a tracked file.
+	res := results{Started: time.Now(), Commit: gitCommit(".")}
 	b, err := newBench(cfg, o, out)
 	if err != nil {
 		return err
@@ -341,7 +342,6 @@ func finish(res results, o options, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "chart:    %s\n", o.chart)
 	res.Took = time.Since(res.Started).Round(time.Second).String()
-	res.Commit = gitCommit()
 	path, err := writeResults(o.resultsDir, res)
 	if err != nil {
 		return err

@@ -79,15 +79,18 @@ func writeResults(dir string, res results) (string, error) {
 	return path, nil
 }
 
-// gitCommit is the working directory's commit, abbreviated, with
+// gitCommit is the commit of the checkout at dir, abbreviated, with
 // "-dirty" when tracked files changed; "unknown" outside git.
-func gitCommit() string {
-	out, err := exec.Command("git", "rev-parse", "--short=7", "HEAD").Output()
+func gitCommit(dir string) string {
+	git := func(args ...string) ([]byte, error) {
+		return exec.Command("git", append([]string{"-C", dir}, args...)...).Output()
+	}
+	out, err := git("rev-parse", "--short=7", "HEAD")
 	if err != nil {
 		return "unknown"
 	}
 	commit := strings.TrimSpace(string(out))
-	if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(st) > 0 {
+	if st, err := git("status", "--porcelain", "--untracked-files=no"); err == nil && len(st) > 0 {
 		commit += "-dirty"
 	}
 	return commit

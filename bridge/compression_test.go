@@ -11,7 +11,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
 	"github.com/orderflow/orderflow/fsm"
-	"github.com/orderflow/orderflow/message"
+	"github.com/orderflow/orderflow/wire"
 )
 
 // Flags of a compressed message as the Java client 5.3.3 sets them: bit 0,
@@ -30,7 +30,7 @@ const seqBody = `{"event_id":"e1","order_id":"o-1","user_id":3,"status":"PAID","
 func pulled(t *testing.T, stored []byte, sysFlag int32) *primitive.MessageExt {
 	t.Helper()
 	defer primitive.SetInflateLimit(primitive.InflateLimit())
-	primitive.SetInflateLimit(message.MaxBodySize)
+	primitive.SetInflateLimit(wire.MaxBodySize)
 	b := frame(stored, false)
 	binary.BigEndian.PutUint32(b[36:], uint32(sysFlag)) // the system flag, after 36 bytes of header
 	msgs := primitive.DecodeMessage(b)
@@ -47,8 +47,8 @@ func TestHandlerDeliversZstdAndLZ4Events(t *testing.T) {
 		"zstd": pulled(t, compresstest.Zstd(t, []byte(goodBody)), flagJavaZstd),
 		"lz4":  pulled(t, compresstest.LZ4(t, []byte(goodBody)), flagJavaLZ4),
 	} {
-		var src message.Envelope
-		h := testHandler(t, func(_ context.Context, e fsm.Event, env message.Envelope) error {
+		var src wire.Envelope
+		h := testHandler(t, func(_ context.Context, e fsm.Event, env wire.Envelope) error {
 			src = env
 			return nil
 		}, noPark(t))
@@ -78,8 +78,8 @@ func TestHandlerParksUndecodableBodies(t *testing.T) {
 		{"JSON flagged type 5", []byte(seqBody), 1 | 5<<8, "undecodable: type 5 body: unknown compression type 5", "type 5"},
 		{"zstd bomb", compresstest.Zstd(t, make([]byte, 1<<20)), flagJavaZstd, "oversize: compressed body inflates past 65536 bytes", "zstd"},
 	} {
-		var parked []message.DeadLetter
-		h := testHandler(t, noDeliver(t), func(_ context.Context, dl message.DeadLetter) error {
+		var parked []wire.DeadLetter
+		h := testHandler(t, noDeliver(t), func(_ context.Context, dl wire.DeadLetter) error {
 			parked = append(parked, dl)
 			return nil
 		})

@@ -15,8 +15,8 @@ import (
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/testenv"
 	"github.com/orderflow/orderflow/internal/uniq"
-	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/store"
+	"github.com/orderflow/orderflow/wire"
 )
 
 // The duplicate filter in front of the bridge's signal, against a real
@@ -45,7 +45,7 @@ func newLedgerWorld(t *testing.T) *ledgerWorld {
 }
 
 // deliver counts the signal and records the event in the ledger.
-func (w *ledgerWorld) deliver(ctx context.Context, e fsm.Event, src message.Envelope) error {
+func (w *ledgerWorld) deliver(ctx context.Context, e fsm.Event, src wire.Envelope) error {
 	w.mu.Lock()
 	w.signals[e.Key()]++
 	w.mu.Unlock()

@@ -11,6 +11,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
 	"github.com/orderflow/orderflow/message"
+	"github.com/orderflow/orderflow/wire"
 )
 
 // frame encodes one message as the broker returns it in a pull result, the
@@ -66,7 +67,7 @@ func zlibOf(b []byte) []byte {
 // client refused to inflate is rejected as oversize, and one it could not
 // decode as undecodable, both kept as received.
 func FuzzReceive(f *testing.F) {
-	primitive.SetInflateLimit(message.MaxBodySize)
+	primitive.SetInflateLimit(wire.MaxBodySize)
 	valid := []byte(`{"event_id":"e","order_id":"o-1","user_id":1,"status":"PAID","version":2,"amount_cents":500,"occurred_at":"2025-01-02T03:04:05Z"}`)
 	for _, c := range []struct {
 		body       []byte
@@ -76,9 +77,9 @@ func FuzzReceive(f *testing.F) {
 		{zlibOf(valid), true},
 		{valid, true}, // marked compressed, is not: undecodable, kept as is
 		{zlibOf(bytes.Repeat([]byte{0}, 10<<20)), true}, // a bomb: 10 MiB of zeros
-		{zlibOf(bytes.Repeat([]byte("a"), message.MaxBodySize+1)), true},
-		{zlibOf(bytes.Repeat([]byte("a"), message.MaxBodySize)), true},
-		{bytes.Repeat([]byte("x"), message.MaxBodySize+1), false},
+		{zlibOf(bytes.Repeat([]byte("a"), wire.MaxBodySize+1)), true},
+		{zlibOf(bytes.Repeat([]byte("a"), wire.MaxBodySize)), true},
+		{bytes.Repeat([]byte("x"), wire.MaxBodySize+1), false},
 		{zlibOf(valid)[:10], true}, // truncated stream
 		{[]byte{}, false},
 		{[]byte{}, true},
@@ -95,8 +96,8 @@ func FuzzReceive(f *testing.F) {
 		if compressed && env.InflateRefused && !bytes.Equal(m.Body, body) {
 			t.Fatalf("a body refused inflation must stay as received")
 		}
-		if len(m.Body) > message.MaxBodySize && compressed && !bytes.Equal(m.Body, body) {
-			t.Fatalf("a compressed body inflated to %d bytes, past %d", len(m.Body), message.MaxBodySize)
+		if len(m.Body) > wire.MaxBodySize && compressed && !bytes.Equal(m.Body, body) {
+			t.Fatalf("a compressed body inflated to %d bytes, past %d", len(m.Body), wire.MaxBodySize)
 		}
 		r := message.Parse(env)
 		if (r.Rejection == nil) == (r.Event.OrderID == "") {
@@ -104,7 +105,7 @@ func FuzzReceive(f *testing.F) {
 		}
 		if r.Rejection != nil {
 			reason := r.Rejection.Reason
-			if reason == "" || len(reason) > message.MaxReasonLen || !utf8.ValidString(reason) || strings.ContainsRune(reason, 0) ||
+			if reason == "" || len(reason) > wire.MaxReasonLen || !utf8.ValidString(reason) || strings.ContainsRune(reason, 0) ||
 				r.DeadLetter.Reason != reason || !bytes.Equal(r.DeadLetter.Body, m.Body) {
 				t.Fatalf("bad rejection %q / dead letter %+v", reason, r.DeadLetter)
 			}

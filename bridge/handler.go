@@ -31,6 +31,7 @@ import (
 	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/internal/spanattr"
 	"github.com/orderflow/orderflow/message"
+	"github.com/orderflow/orderflow/wire"
 )
 
 // Targets of the bridge's attempts, the values of the "target" label.
@@ -41,11 +42,11 @@ const (
 
 // DeliverFunc hands a valid event to its order's workflow and returns once
 // Temporal has accepted it (the signal is in the workflow's history).
-type DeliverFunc func(ctx context.Context, e fsm.Event, src message.Envelope) error
+type DeliverFunc func(ctx context.Context, e fsm.Event, src wire.Envelope) error
 
 // ParkFunc stores a message in dead_letters (an invalid one, or an
 // undeliverable event) and returns once the row is committed.
-type ParkFunc func(ctx context.Context, dl message.DeadLetter) error
+type ParkFunc func(ctx context.Context, dl wire.DeadLetter) error
 
 // RetryPolicy bounds the bridge's in-process retries of one message before
 // it hands the message back to the broker.
@@ -140,7 +141,7 @@ func (h *Handler) Handle(ctx context.Context, m *primitive.MessageExt) error {
 // Item is one valid event to deliver and the message that carried it.
 type Item struct {
 	Event  fsm.Event
-	Source message.Envelope
+	Source wire.Envelope
 }
 
 // DeliverManyFunc hands several valid events of one order to its workflow
@@ -648,7 +649,7 @@ func (h *Handler) parkOverdue(p *pending) {
 // undeliverable is the reason of an undeliverable event's dead letter:
 // detail after the kind, storable and bounded.
 func undeliverable(detail string) string {
-	return message.Sanitize(message.KindUndeliverable+": "+detail, message.MaxReasonLen)
+	return wire.Sanitize(message.KindUndeliverable+": "+detail, wire.MaxReasonLen)
 }
 
 // parkUndeliverable parks p's message, a valid event that cannot reach its
@@ -657,7 +658,7 @@ func undeliverable(detail string) string {
 // hole (a suspected loss) until a copy is delivered. While parking fails, p
 // goes back to the broker (never acked).
 func (h *Handler) parkUndeliverable(p *pending, reason string) {
-	dl := message.DeadLetter{Envelope: p.item.Source, Reason: reason}
+	dl := wire.DeadLetter{Envelope: p.item.Source, Reason: reason}
 	p.span.SetAttributes(spanattr.ParkReason.String(reason))
 	err := step(p.ctx, "park", func(ctx context.Context) error {
 		return h.attempt(ctx, p.log, targetPostgres, func(ctx context.Context) error { return h.park(ctx, dl) })
@@ -731,12 +732,12 @@ func refused(err error) (*refusal, bool) {
 // envelope is the message as received, for message.Parse: a body the
 // client left compressed (too large to inflate, or undecodable) carries its
 // compression and the client's error.
-func envelope(m *primitive.MessageExt) message.Envelope {
+func envelope(m *primitive.MessageExt) wire.Envelope {
 	var storedAt time.Time
 	if m.StoreTimestamp > 0 {
 		storedAt = time.UnixMilli(m.StoreTimestamp).UTC()
 	}
-	env := message.NewEnvelope(m.Topic, originalMessageID(m), m.GetKeys(), m.GetTags(), m.Body, storedAt,
+	env := wire.NewEnvelope(m.Topic, originalMessageID(m), m.GetKeys(), m.GetTags(), m.Body, storedAt,
 		mq.InflateRefused(m))
 	env.Compression, env.DecodeError = mq.Compression(m), mq.DecodeError(m)
 	return env

@@ -18,7 +18,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/orderflow/orderflow/fsm"
-	"github.com/orderflow/orderflow/message"
+	"github.com/orderflow/orderflow/wire"
 )
 
 const goodBody = `{"event_id":"e1","order_id":"o-1","user_id":3,"status":"PAID","version":2,"amount_cents":500,"occurred_at":"2025-01-02T03:04:05Z"}`
@@ -44,14 +44,14 @@ func msg(body string) *primitive.MessageExt {
 }
 
 func noPark(t *testing.T) ParkFunc {
-	return func(context.Context, message.DeadLetter) error {
+	return func(context.Context, wire.DeadLetter) error {
 		t.Error("a valid message was parked")
 		return nil
 	}
 }
 
 func noDeliver(t *testing.T) DeliverFunc {
-	return func(context.Context, fsm.Event, message.Envelope) error {
+	return func(context.Context, fsm.Event, wire.Envelope) error {
 		t.Error("an invalid message was delivered")
 		return nil
 	}
@@ -59,7 +59,7 @@ func noDeliver(t *testing.T) DeliverFunc {
 
 func TestHandlerRetriesThenAcks(t *testing.T) {
 	var calls atomic.Int32
-	h := testHandler(t, func(_ context.Context, e fsm.Event, _ message.Envelope) error {
+	h := testHandler(t, func(_ context.Context, e fsm.Event, _ wire.Envelope) error {
 		if e.OrderID != "o-1" || e.Version != 2 {
 			t.Errorf("delivered %+v", e)
 		}
@@ -84,7 +84,7 @@ func TestHandlerRetriesThenAcks(t *testing.T) {
 
 func TestHandlerGivesUpWithoutAck(t *testing.T) {
 	var calls atomic.Int32
-	h := testHandler(t, func(ctx context.Context, _ fsm.Event, _ message.Envelope) error {
+	h := testHandler(t, func(ctx context.Context, _ fsm.Event, _ wire.Envelope) error {
 		calls.Add(1)
 		<-ctx.Done() // each attempt runs into its timeout
 		return ctx.Err()
@@ -106,7 +106,7 @@ func TestHandlerGivesUpWithoutAck(t *testing.T) {
 }
 
 func TestHandlerStopsRetryingWhenCancelled(t *testing.T) {
-	h := testHandler(t, func(context.Context, fsm.Event, message.Envelope) error { return errors.New("down") }, noPark(t))
+	h := testHandler(t, func(context.Context, fsm.Event, wire.Envelope) error { return errors.New("down") }, noPark(t))
 	h.retry.For, h.retry.Initial, h.retry.Max = time.Minute, 10*time.Second, 10*time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
@@ -120,9 +120,9 @@ func TestHandlerStopsRetryingWhenCancelled(t *testing.T) {
 }
 
 func TestHandlerParksInvalidAndKeepsItWhenParkingFails(t *testing.T) {
-	var got message.DeadLetter
+	var got wire.DeadLetter
 	fail := true
-	h := testHandler(t, noDeliver(t), func(_ context.Context, dl message.DeadLetter) error {
+	h := testHandler(t, noDeliver(t), func(_ context.Context, dl wire.DeadLetter) error {
 		if fail {
 			return errors.New("database down")
 		}
@@ -139,7 +139,7 @@ func TestHandlerParksInvalidAndKeepsItWhenParkingFails(t *testing.T) {
 	if err := h.Handle(context.Background(), m); err != nil {
 		t.Fatalf("handle: %v", err)
 	}
-	want := message.DeadLetter{Envelope: message.Envelope{Topic: "T", MessageID: "ORIGINAL", Keys: "key\uFFFD", Tags: "PAID",
+	want := wire.DeadLetter{Envelope: wire.Envelope{Topic: "T", MessageID: "ORIGINAL", Keys: "key\uFFFD", Tags: "PAID",
 		Body: []byte(`{"order_id":`)}, Reason: "malformed_json: unexpected end of JSON input"}
 	if got.Topic != want.Topic || got.MessageID != want.MessageID || got.Keys != want.Keys || got.Tags != want.Tags ||
 		string(got.Body) != string(want.Body) || got.Reason != want.Reason || got.StoredAt.IsZero() {
@@ -154,7 +154,7 @@ func TestHandlerParksInvalidAndKeepsItWhenParkingFails(t *testing.T) {
 }
 
 func TestHandlerCountsEnvelopeMismatch(t *testing.T) {
-	h := testHandler(t, func(context.Context, fsm.Event, message.Envelope) error { return nil }, noPark(t))
+	h := testHandler(t, func(context.Context, fsm.Event, wire.Envelope) error { return nil }, noPark(t))
 	m := msg(goodBody)
 	m.WithTag("CANCELLED")
 	if err := h.Handle(context.Background(), m); err != nil {
@@ -199,12 +199,12 @@ func TestHandleBatchGroupsByOrder(t *testing.T) {
 	many := map[string][]int64{}
 	var single []string
 	var parked int
-	h := testHandler(t, func(_ context.Context, e fsm.Event, _ message.Envelope) error {
+	h := testHandler(t, func(_ context.Context, e fsm.Event, _ wire.Envelope) error {
 		mu.Lock()
 		defer mu.Unlock()
 		single = append(single, e.Key().String())
 		return nil
-	}, func(context.Context, message.DeadLetter) error {
+	}, func(context.Context, wire.DeadLetter) error {
 		mu.Lock()
 		defer mu.Unlock()
 		parked++
@@ -275,8 +275,8 @@ func TestHandleBatchFailsWholeWhenOneOrderFails(t *testing.T) {
 // UNIQ_KEY, kept across redeliveries, rather than the broker's ID of the
 // first copy that a redelivery carries as ORIGIN_MESSAGE_ID.
 func TestDeadLetterKeepsTheProducersMessageID(t *testing.T) {
-	var parked []message.DeadLetter
-	h := testHandler(t, noDeliver(t), func(_ context.Context, dl message.DeadLetter) error {
+	var parked []wire.DeadLetter
+	h := testHandler(t, noDeliver(t), func(_ context.Context, dl wire.DeadLetter) error {
 		parked = append(parked, dl)
 		return nil
 	})

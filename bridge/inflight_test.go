@@ -13,7 +13,7 @@ import (
 	"github.com/orderflow/orderflow/dedup"
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/uniq"
-	"github.com/orderflow/orderflow/message"
+	"github.com/orderflow/orderflow/wire"
 )
 
 // Copies of an event that this bridge is delivering right now, against a
@@ -65,7 +65,7 @@ func (d *deliveries) release(id string) {
 	close(d.held[id])
 }
 
-func (d *deliveries) deliver(ctx context.Context, e fsm.Event, src message.Envelope) error {
+func (d *deliveries) deliver(ctx context.Context, e fsm.Event, src wire.Envelope) error {
 	d.mu.Lock()
 	d.calls = append(d.calls, src.MessageID)
 	gate, fail := d.held[src.MessageID], d.fail[src.MessageID]
@@ -316,7 +316,7 @@ func TestCrossedCopiesDoNotDeadlock(t *testing.T) {
 	// either copy is looked at.
 	var parks sync.WaitGroup
 	parks.Add(2)
-	b.h.park = func(ctx context.Context, _ message.DeadLetter) error {
+	b.h.park = func(ctx context.Context, _ wire.DeadLetter) error {
 		parks.Done()
 		done := make(chan struct{})
 		go func() { parks.Wait(); close(done) }()

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/orderflow/orderflow/fsm"
-	"github.com/orderflow/orderflow/message"
+	"github.com/orderflow/orderflow/wire"
 )
 
 type recorded struct {
@@ -42,14 +42,14 @@ func TestHandlerRecordsSequenceNumbers(t *testing.T) {
 	var delivered, parked int
 	var order []string
 	rec := &recorder{fail: 1}
-	h := testHandler(t, func(_ context.Context, e fsm.Event, _ message.Envelope) error {
+	h := testHandler(t, func(_ context.Context, e fsm.Event, _ wire.Envelope) error {
 		delivered++
 		order = append(order, "deliver")
 		if e.EventID == "refused" {
 			return blobRefusal
 		}
 		return nil
-	}, func(context.Context, message.DeadLetter) error {
+	}, func(context.Context, wire.DeadLetter) error {
 		parked++
 		order = append(order, "park")
 		return nil
@@ -90,7 +90,7 @@ func TestHandlerRecordsSequenceNumbers(t *testing.T) {
 
 func TestHandlerDoesNotAckAnUnrecordedNumber(t *testing.T) {
 	rec := &recorder{fail: 1 << 30}
-	h := testHandler(t, func(context.Context, fsm.Event, message.Envelope) error { return nil }, noPark(t)).
+	h := testHandler(t, func(context.Context, fsm.Event, wire.Envelope) error { return nil }, noPark(t)).
 		WithRecorder(rec.record)
 	body := `{"event_id":"e1","order_id":"o-1","user_id":3,"status":"PAID","version":2,"amount_cents":500,"occurred_at":"2025-01-02T03:04:05Z","producer_id":"p","seq":7}`
 	if err := h.Handle(context.Background(), msg(body)); err == nil {

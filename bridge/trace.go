@@ -13,6 +13,7 @@ import (
 	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/internal/spanattr"
 	"github.com/orderflow/orderflow/message"
+	"github.com/orderflow/orderflow/wire"
 )
 
 // tracer is the bridge's tracer: OpenTelemetry's global one, a no-op
@@ -39,7 +40,7 @@ func startMessageSpan(ctx context.Context, m *primitive.MessageExt) (context.Con
 
 // decode is message.Parse in a span: the event's attributes, or the
 // rejection's kind and reason.
-func decode(ctx context.Context, env message.Envelope) message.Received {
+func decode(ctx context.Context, env wire.Envelope) message.Received {
 	_, span := tracer.Start(ctx, "decode")
 	defer span.End()
 	r := message.Parse(env)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/message"
+	"github.com/orderflow/orderflow/wire"
 )
 
 // The handler's error classes: what Temporal refuses for good is parked as
@@ -29,11 +30,11 @@ import (
 // parkLog records the dead letters a ParkFunc was given.
 type parkLog struct {
 	mu   sync.Mutex
-	dead []message.DeadLetter
+	dead []wire.DeadLetter
 	fail error // returned instead of parking while set
 }
 
-func (l *parkLog) park(_ context.Context, dl message.DeadLetter) error {
+func (l *parkLog) park(_ context.Context, dl wire.DeadLetter) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.fail != nil {
@@ -109,7 +110,7 @@ func TestHandlerParksWhatTemporalRefuses(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var parked parkLog
 			var calls atomic.Int32
-			h := testHandler(t, func(_ context.Context, e fsm.Event, _ message.Envelope) error {
+			h := testHandler(t, func(_ context.Context, e fsm.Event, _ wire.Envelope) error {
 				calls.Add(1)
 				return fmt.Errorf("deliver order event %s: %w", e.Key(), refusal)
 			}, parked.park)
@@ -144,7 +145,7 @@ func TestHandlerParksWhatTemporalRefuses(t *testing.T) {
 // broker: never acked.
 func TestHandlerHandsBackARefusedEventItCannotPark(t *testing.T) {
 	parked := parkLog{fail: errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")}
-	h := testHandler(t, func(context.Context, fsm.Event, message.Envelope) error { return blobRefusal }, parked.park)
+	h := testHandler(t, func(context.Context, fsm.Event, wire.Envelope) error { return blobRefusal }, parked.park)
 	err := h.Handle(context.Background(), msg(goodBody))
 	if err == nil || !strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("handle = %v, want the parking's failure (not acked)", err)
@@ -177,7 +178,7 @@ func redelivered(times int32, age time.Duration) *primitive.MessageExt {
 func TestHandlerParksWhatFailedPastTheBound(t *testing.T) {
 	down := errors.New("rpc error: code = Unavailable desc = connection refused")
 	var parked parkLog
-	h := testHandler(t, func(context.Context, fsm.Event, message.Envelope) error { return down }, parked.park)
+	h := testHandler(t, func(context.Context, fsm.Event, wire.Envelope) error { return down }, parked.park)
 	h.WithDeliveryBound(time.Hour, 5)
 	for _, c := range []struct {
 		name string
@@ -240,7 +241,7 @@ func orderBatch(n int) []*primitive.MessageExt {
 // for good, alone or in a batch, as the server refuses a signal that
 // carries them.
 func refusing(sig *signals, bad ...int64) (DeliverFunc, DeliverManyFunc) {
-	one := func(_ context.Context, e fsm.Event, _ message.Envelope) error {
+	one := func(_ context.Context, e fsm.Event, _ wire.Envelope) error {
 		if slices.Contains(bad, e.Version) {
 			return fmt.Errorf("deliver order event %s: %w", e.Key(), blobRefusal)
 		}
@@ -373,10 +374,10 @@ func TestHandleBatchInvalidMessageThatCannotBeParked(t *testing.T) {
 			parked := parkLog{fail: failure}
 			var sig signals
 			var parkCalls atomic.Int32
-			h := testHandler(t, func(_ context.Context, e fsm.Event, _ message.Envelope) error {
+			h := testHandler(t, func(_ context.Context, e fsm.Event, _ wire.Envelope) error {
 				sig.add(e.Version)
 				return nil
-			}, func(ctx context.Context, dl message.DeadLetter) error {
+			}, func(ctx context.Context, dl wire.DeadLetter) error {
 				parkCalls.Add(1)
 				return parked.park(ctx, dl)
 			})
@@ -412,7 +413,7 @@ func TestHandleBatchInvalidMessageThatCannotBeParked(t *testing.T) {
 func TestHandleBatchPanicWhileDeliveringSeveralOrders(t *testing.T) {
 	var sig signals
 	var panics atomic.Int32
-	h := testHandler(t, func(_ context.Context, e fsm.Event, _ message.Envelope) error {
+	h := testHandler(t, func(_ context.Context, e fsm.Event, _ wire.Envelope) error {
 		sig.add(e.Version)
 		return nil
 	}, noPark(t))
@@ -455,7 +456,7 @@ func TestParkedMessageWhoseSequenceCannotBeRecorded(t *testing.T) {
 	for name, body := range bodies {
 		t.Run(name, func(t *testing.T) {
 			var parked parkLog
-			h := testHandler(t, func(context.Context, fsm.Event, message.Envelope) error { return blobRefusal }, parked.park)
+			h := testHandler(t, func(context.Context, fsm.Event, wire.Envelope) error { return blobRefusal }, parked.park)
 			var recordErr error
 			var recorded []int64
 			h.WithRecorder(func(_ context.Context, producerID string, seq int64) error {
@@ -494,11 +495,11 @@ func refusingWorld(t *testing.T, w *ledgerWorld, b testBridge, x fsm.Event, gate
 	var mu sync.Mutex
 	byID := map[string]int{}
 	in := make(chan struct{}, 1)
-	b.h.park = func(ctx context.Context, dl message.DeadLetter) error {
+	b.h.park = func(ctx context.Context, dl wire.DeadLetter) error {
 		_, err := w.st.ParkDeadLetter(ctx, dl)
 		return err
 	}
-	b.h.deliver = func(ctx context.Context, e fsm.Event, src message.Envelope) error {
+	b.h.deliver = func(ctx context.Context, e fsm.Event, src wire.Envelope) error {
 		mu.Lock()
 		byID[src.MessageID]++
 		first := e.Key() == x.Key() && byID[src.MessageID] == 1 && len(byID) == 1

@@ -17,6 +17,7 @@ import (
 	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/scenario"
 	"github.com/orderflow/orderflow/store"
+	"github.com/orderflow/orderflow/wire"
 )
 
 // The checker's own package never imports fsm; its tests do not either. The
@@ -49,7 +50,7 @@ func consume(t *testing.T, gdb *gorm.DB, msgs []scenario.Message) {
 	ctx := context.Background()
 	s := store.New(gdb)
 	for _, m := range msgs {
-		env := message.NewEnvelope("T", fmt.Sprintf("msg-%d", messageIDs.Add(1)), m.Msg.Keys, m.Msg.Tag, m.Msg.Body, time.Time{}, false)
+		env := wire.NewEnvelope("T", fmt.Sprintf("msg-%d", messageIDs.Add(1)), m.Msg.Keys, m.Msg.Tag, m.Msg.Body, time.Time{}, false)
 		r := message.Parse(env)
 		if r.Rejection != nil {
 			if _, err := s.ParkDeadLetter(ctx, r.DeadLetter); err != nil {

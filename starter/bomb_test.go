@@ -19,7 +19,7 @@ import (
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/testenv"
 	"github.com/orderflow/orderflow/internal/uniq"
-	"github.com/orderflow/orderflow/message"
+	"github.com/orderflow/orderflow/wire"
 )
 
 // bomb is a zlib stream of n bytes: a distinct prefix, then zeros. Zeros
@@ -112,7 +112,7 @@ func TestBridgeParksCompressionBombs(t *testing.T) {
 	e.publish(t, ev)
 
 	e.waitAccounted(t, []fsm.Key{ev.Key()}, bombs, 2*time.Minute)
-	want := fmt.Sprintf("oversize: compressed body inflates past %d bytes", message.MaxBodySize)
+	want := fmt.Sprintf("oversize: compressed body inflates past %d bytes", wire.MaxBodySize)
 	rows, err := e.sqlDB.Query(`SELECT keys, reason, body FROM dead_letters`)
 	if err != nil {
 		t.Fatal(err)

@@ -16,15 +16,15 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/orderflow/orderflow/api"
 	"github.com/orderflow/orderflow/bridge"
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/errclass"
 	"github.com/orderflow/orderflow/internal/obs"
 	"github.com/orderflow/orderflow/internal/testenv"
-	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/store"
+	"github.com/orderflow/orderflow/wire"
 	"github.com/orderflow/orderflow/workflows"
-	"github.com/orderflow/orderflow/workflows/api"
 )
 
 // Events the engine refuses, and events it cannot take for too long, on
@@ -74,7 +74,7 @@ type countingDeliver struct {
 }
 
 func (c *countingDeliver) wrap(d bridge.DeliverFunc) bridge.DeliverFunc {
-	return func(ctx context.Context, e fsm.Event, src message.Envelope) error {
+	return func(ctx context.Context, e fsm.Event, src wire.Envelope) error {
 		c.mu.Lock()
 		if c.calls == nil {
 			c.calls = map[string]int{}
@@ -182,7 +182,7 @@ func TestBridgeSplitsABatchOverTheBlobLimit(t *testing.T) {
 	size := 0
 	for v := int64(1); v <= n; v++ {
 		ev, body := e.padded(t, 1, v, pad)
-		env := message.NewEnvelope(e.topic, fmt.Sprintf("M%d", v), ev.OrderID, string(ev.Status), body, time.Time{}, false)
+		env := wire.NewEnvelope(e.topic, fmt.Sprintf("M%d", v), ev.OrderID, string(ev.Status), body, time.Time{}, false)
 		ds = append(ds, workflows.Delivery{Event: ev, Source: &env})
 	}
 	if size, _ = workflows.EncodedSize(workflows.Batch{Deliveries: ds}); size <= workflows.BlobSizeLimit {

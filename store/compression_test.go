@@ -8,6 +8,7 @@ import (
 
 	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/store"
+	"github.com/orderflow/orderflow/wire"
 )
 
 // A dead letter keeps its stored bytes and the compression they are in, and
@@ -19,9 +20,9 @@ func TestParkDeadLetterKeepsTheCompression(t *testing.T) {
 	stored := []byte{0x28, 0xb5, 0x2f, 0xfd, 0x00, 0x58, 0x01}
 	park := func(refused bool, compression, reason string, body []byte) store.DeadLetterRow {
 		t.Helper()
-		env := message.NewEnvelope("ORDER_EVENTS", "M1", "o-1", "PAID", body, time.Time{}, refused)
+		env := wire.NewEnvelope("ORDER_EVENTS", "M1", "o-1", "PAID", body, time.Time{}, refused)
 		env.Compression = compression
-		p, err := s.ParkDeadLetter(ctx, message.DeadLetter{Envelope: env, Reason: reason})
+		p, err := s.ParkDeadLetter(ctx, wire.DeadLetter{Envelope: env, Reason: reason})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,9 +64,9 @@ func TestParkDeadLetterKeepsTheCompression(t *testing.T) {
 			t.Errorf("%s: parsed again as %+v, want %s", c.name, r.Rejection, c.wantKind)
 		}
 	}
-	env := message.NewEnvelope("ORDER_EVENTS", "M2", "o-1", "PAID", []byte{9}, time.Time{}, false)
+	env := wire.NewEnvelope("ORDER_EVENTS", "M2", "o-1", "PAID", []byte{9}, time.Time{}, false)
 	env.Compression = "gzip"
-	if _, err := s.ParkDeadLetter(ctx, message.DeadLetter{Envelope: env, Reason: "undecodable: gzip body: x"}); err == nil {
+	if _, err := s.ParkDeadLetter(ctx, wire.DeadLetter{Envelope: env, Reason: "undecodable: gzip body: x"}); err == nil {
 		t.Errorf("a compression RocketMQ does not name was stored")
 	}
 }

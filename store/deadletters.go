@@ -11,7 +11,7 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/orderflow/orderflow/message"
+	"github.com/orderflow/orderflow/wire"
 )
 
 // Parked says where a dead letter is stored.
@@ -30,7 +30,7 @@ type Parked struct {
 // hex SHA-256 of its topic, keys and body (each length prefixed). The
 // message ID is left out, so a producer retry (same body, new message ID)
 // and a broker redelivery (same message ID) are both repeats.
-func Fingerprint(dl message.DeadLetter) string {
+func Fingerprint(dl wire.DeadLetter) string {
 	h := sha256.New()
 	for _, part := range [][]byte{[]byte(dl.Topic), []byte(dl.Keys), dl.Body} {
 		var n [8]byte
@@ -49,16 +49,16 @@ func Fingerprint(dl message.DeadLetter) string {
 //
 // The reason is required: an empty one is refused with an error wrapping
 // ErrInvalid, and nothing is written. The text fields must be storable
-// (message.Sanitize; the bridge's envelopes are); the body is stored as is,
+// (wire.Sanitize; the bridge's envelopes are); the body is stored as is,
 // with the compression it is still in (Envelope.Compression), if any.
-func (s *Store) ParkDeadLetter(ctx context.Context, dl message.DeadLetter) (Parked, error) {
+func (s *Store) ParkDeadLetter(ctx context.Context, dl wire.DeadLetter) (Parked, error) {
 	if strings.TrimSpace(dl.Reason) == "" {
 		return Parked{}, invalid(errors.New("dead letter reason is required"))
 	}
 	return parkDeadLetter(s.db.WithContext(ctx), dl)
 }
 
-func parkDeadLetter(db *gorm.DB, dl message.DeadLetter) (Parked, error) {
+func parkDeadLetter(db *gorm.DB, dl wire.DeadLetter) (Parked, error) {
 	body := dl.Body
 	if body == nil {
 		body = []byte{}
@@ -71,7 +71,7 @@ func parkDeadLetter(db *gorm.DB, dl message.DeadLetter) (Parked, error) {
 			times_seen = dead_letters.times_seen + 1, last_seen_at = now()
 		RETURNING id, times_seen`,
 		res.Fingerprint, dl.Topic, dl.MessageID, dl.Keys, dl.Tags, body,
-		message.Sanitize(strings.TrimSpace(dl.Reason), message.MaxReasonLen), dl.Compression).Row().
+		wire.Sanitize(strings.TrimSpace(dl.Reason), wire.MaxReasonLen), dl.Compression).Row().
 		Scan(&res.ID, &res.TimesSeen)
 	if err != nil {
 		return Parked{}, fmt.Errorf("park dead letter: %w", err)

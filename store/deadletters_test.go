@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/orderflow/orderflow/internal/testenv"
-	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/store"
+	"github.com/orderflow/orderflow/wire"
 )
 
 func newStore(t testing.TB) *store.Store {
@@ -20,7 +20,7 @@ func newStore(t testing.TB) *store.Store {
 func TestParkDeadLetterRepeatCounts(t *testing.T) {
 	s := newStore(t)
 	ctx := context.Background()
-	dl := message.DeadLetter{Envelope: message.NewEnvelope("T", "m-1", "o-1", "PAID",
+	dl := wire.DeadLetter{Envelope: wire.NewEnvelope("T", "m-1", "o-1", "PAID",
 		[]byte(`{"order_id": 1`), time.Time{}, false), Reason: "malformed JSON: unexpected end of input"}
 	first, err := s.ParkDeadLetter(ctx, dl)
 	if err != nil || !first.New || first.TimesSeen != 1 || first.ID == 0 {
@@ -53,7 +53,7 @@ func TestParkDeadLetterRepeatCounts(t *testing.T) {
 	}
 
 	// Raw bytes that are not text are stored, not refused.
-	odd := message.DeadLetter{Envelope: message.NewEnvelope("", "", "bad\xff\x00key", "\xfe", []byte{0, 0xff, 0xfe}, time.Time{}, false),
+	odd := wire.DeadLetter{Envelope: wire.NewEnvelope("", "", "bad\xff\x00key", "\xfe", []byte{0, 0xff, 0xfe}, time.Time{}, false),
 		Reason: strings.Repeat("long reason ", 200)}
 	res, err := s.ParkDeadLetter(ctx, odd)
 	if err != nil || !res.New {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/message"
+	"github.com/orderflow/orderflow/wire"
 )
 
 // Loaded is an order as stored, for a workflow run that rehydrates its
@@ -178,7 +179,7 @@ type Applied struct {
 // The points due (purchased, purchase_points, refunded) change in the same
 // write as the state; the points ledger row is AwardPoints' job. Database
 // errors are returned wrapped and are retryable.
-func (s *Store) ApplyEvent(ctx context.Context, e fsm.Event, src message.Envelope) (Applied, error) {
+func (s *Store) ApplyEvent(ctx context.Context, e fsm.Event, src wire.Envelope) (Applied, error) {
 	if err := e.Validate(); err != nil {
 		return Applied{}, invalid(err)
 	}
@@ -269,7 +270,7 @@ SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ` + messageIDsSQL + ` FROM up`
 
 // applyOnce is one read-decide-write round of ApplyEvent. again is true when
 // a concurrent writer won and the round must be repeated.
-func applyOnce(db *gorm.DB, e fsm.Event, hash string, src message.Envelope) (res Applied, again bool, err error) {
+func applyOnce(db *gorm.DB, e fsm.Event, hash string, src wire.Envelope) (res Applied, again bool, err error) {
 	st, err := readStored(db, e.Key())
 	if err != nil {
 		return Applied{}, false, err
@@ -338,7 +339,7 @@ func applyOnce(db *gorm.DB, e fsm.Event, hash string, src message.Envelope) (res
 // the Conflict decision, leaving the order unchanged. When counted, the
 // conflicts counter of the business key's order_events row is incremented
 // in the same transaction.
-func conflict(db *gorm.DB, e fsm.Event, cur fsm.Order, src message.Envelope, reason string, counted bool) (Applied, error) {
+func conflict(db *gorm.DB, e fsm.Event, cur fsm.Order, src wire.Envelope, reason string, counted bool) (Applied, error) {
 	if src.Body == nil {
 		body, err := message.Encode(e)
 		if err != nil {
@@ -353,7 +354,7 @@ func conflict(db *gorm.DB, e fsm.Event, cur fsm.Order, src message.Envelope, rea
 				return fmt.Errorf("count conflict: %w", err)
 			}
 		}
-		_, err := parkDeadLetter(tx, message.DeadLetter{Envelope: src, Reason: reason})
+		_, err := parkDeadLetter(tx, wire.DeadLetter{Envelope: src, Reason: reason})
 		return err
 	})
 	if err != nil {

@@ -8,8 +8,8 @@ import (
 
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/uniq"
-	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/store"
+	"github.com/orderflow/orderflow/wire"
 )
 
 // times_seen counts distinct messages: a retry of the same delivery (same
@@ -20,7 +20,7 @@ func TestTimesSeenCountsDistinctMessages(t *testing.T) {
 	ctx := context.Background()
 	e := fsm.Event{EventID: "e-1", OrderID: uniq.Name("seen"), UserID: 3, Status: fsm.Created, Version: 1,
 		AmountCents: 100, OccurredAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-	from := func(id string) message.Envelope { return message.Envelope{Topic: "T", MessageID: id, Keys: e.OrderID} }
+	from := func(id string) wire.Envelope { return wire.Envelope{Topic: "T", MessageID: id, Keys: e.OrderID} }
 	timesSeen := func() (n int) {
 		t.Helper()
 		if err := s.DB().Raw(`SELECT times_seen FROM order_events WHERE order_id = ? AND version = 1`, e.OrderID).
@@ -30,14 +30,14 @@ func TestTimesSeenCountsDistinctMessages(t *testing.T) {
 		return n
 	}
 	for _, c := range []struct {
-		src  message.Envelope
+		src  wire.Envelope
 		want int
 	}{
 		{from("m-1"), 1}, // the first delivery
 		{from("m-1"), 1}, // a retry of it (a local activity run again, a redelivery)
 		{from("m-2"), 2}, // a producer retry: a new message, same event
 		{from("m-1"), 2},
-		{message.Envelope{}, 3}, // no message ID: every call counts
+		{wire.Envelope{}, 3}, // no message ID: every call counts
 	} {
 		if _, err := s.ApplyEvent(ctx, e, c.src); err != nil {
 			t.Fatal(err)
@@ -74,7 +74,7 @@ func TestRecordedEvent(t *testing.T) {
 	if _, found, err := s.RecordedEvent(ctx, e.Key()); err != nil || found {
 		t.Fatalf("before the event: found %v, err %v; want not found", found, err)
 	}
-	if _, err := s.ApplyEvent(ctx, e, message.Envelope{}); err != nil {
+	if _, err := s.ApplyEvent(ctx, e, wire.Envelope{}); err != nil {
 		t.Fatal(err)
 	}
 	r, found, err := s.RecordedEvent(ctx, e.Key())

@@ -8,8 +8,8 @@ import (
 
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/uniq"
-	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/store"
+	"github.com/orderflow/orderflow/wire"
 )
 
 // OrderHistory returns every business key in version order with its
@@ -29,7 +29,7 @@ func TestOrderHistory(t *testing.T) {
 	// late v4 (stale). v2 and v5 are never seen.
 	for _, e := range []fsm.Event{ev(1, fsm.Created), ev(3, fsm.Paid), ev(6, fsm.Shipped), other, ev(4, fsm.Paid)} {
 		// A conflict is parked with the event re-encoded (no body given).
-		res, err := s.ApplyEvent(ctx, e, message.Envelope{MessageID: uniq.Name("m")})
+		res, err := s.ApplyEvent(ctx, e, wire.Envelope{MessageID: uniq.Name("m")})
 		if err != nil {
 			t.Fatal(err)
 		}

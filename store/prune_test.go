@@ -12,8 +12,8 @@ import (
 
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/uniq"
-	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/store"
+	"github.com/orderflow/orderflow/wire"
 )
 
 // pruneFixture fills a database with orders in bulk (SQL), in four groups:
@@ -97,7 +97,7 @@ func TestPruneWhileEventsAreApplied(t *testing.T) {
 			e := fsm.Event{EventID: fmt.Sprintf("%s-%d", id, v+1), OrderID: id, UserID: int64(100 + n), Status: st,
 				Version: int64(v + 1), AmountCents: 94321, OccurredAt: at.Add(time.Duration(v) * time.Minute)}
 			evs = append(evs, e)
-			res, err := s.ApplyEvent(ctx, e, message.Envelope{MessageID: fmt.Sprintf("M-%s-%d", id, v+1)})
+			res, err := s.ApplyEvent(ctx, e, wire.Envelope{MessageID: fmt.Sprintf("M-%s-%d", id, v+1)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -158,7 +158,7 @@ func TestPruneWhileEventsAreApplied(t *testing.T) {
 			defer wg.Done()
 			for e := range work {
 				began := time.Now()
-				if _, err := s.ApplyEvent(ctx, e, message.Envelope{}); err != nil {
+				if _, err := s.ApplyEvent(ctx, e, wire.Envelope{}); err != nil {
 					errs <- err
 					return
 				}
@@ -245,7 +245,7 @@ func TestPruneWhileEventsAreApplied(t *testing.T) {
 	// passes on them.
 	for _, evs := range real {
 		for _, e := range evs {
-			res, err := s.ApplyEvent(ctx, e, message.Envelope{MessageID: "late-" + e.EventID})
+			res, err := s.ApplyEvent(ctx, e, wire.Envelope{MessageID: "late-" + e.EventID})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -267,7 +267,7 @@ func TestPruneWhileEventsAreApplied(t *testing.T) {
 		// parked; the order does not move.
 		other := evs[len(evs)-1]
 		other.AmountCents++
-		if res, err := s.ApplyEvent(ctx, other, message.Envelope{}); err != nil || res.Decision.Outcome != fsm.Conflict {
+		if res, err := s.ApplyEvent(ctx, other, wire.Envelope{}); err != nil || res.Decision.Outcome != fsm.Conflict {
 			t.Errorf("conflicting late copy of pruned %s: %+v %v", other.Key(), res, err)
 		}
 	}
@@ -332,7 +332,7 @@ func TestBodyOrderID(t *testing.T) {
 		`{"order_id":`:                      "",
 		`["o-1"]`:                           "",
 		"":                                  "",
-		`{"order_id":"o-1","pad":"` + strings.Repeat("x", message.MaxBodySize) + `"}`: "",
+		`{"order_id":"o-1","pad":"` + strings.Repeat("x", wire.MaxBodySize) + `"}`: "",
 	} {
 		if got := store.BodyOrderID([]byte(body)); got != want {
 			t.Errorf("BodyOrderID(%.60s) = %q, want %q", body, got, want)

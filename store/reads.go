@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/orderflow/orderflow/message"
+	"github.com/orderflow/orderflow/wire"
 )
 
 // DeadLetterRow is a parked message as stored.
@@ -38,8 +39,8 @@ type DeadLetterRow struct {
 // whose inflation was refused (message.OversizeCompressed's reason) says
 // so, and is zlib when no compression is stored (a bridge of an earlier
 // release parked it: those inflated zlib only).
-func (d DeadLetterRow) Envelope() message.Envelope {
-	env := message.NewEnvelope(d.Topic, d.MessageID, d.Keys, d.Tags, d.Body, time.Time{}, false)
+func (d DeadLetterRow) Envelope() wire.Envelope {
+	env := wire.NewEnvelope(d.Topic, d.MessageID, d.Keys, d.Tags, d.Body, time.Time{}, false)
 	env.Compression = d.BodyCompression
 	env.InflateRefused = d.Reason == message.OversizeCompressed().Reason
 	if env.InflateRefused && env.Compression == "" {

@@ -8,8 +8,8 @@ import (
 
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/uniq"
-	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/store"
+	"github.com/orderflow/orderflow/wire"
 )
 
 // Judge answers what ApplyEvent then decides, for every kind of outcome,
@@ -54,7 +54,7 @@ func TestJudgeAgreesWithApplyEvent(t *testing.T) {
 		if rows() != before {
 			t.Fatalf("%s: Judge wrote rows", c.name)
 		}
-		res, err := s.ApplyEvent(ctx, c.e, message.Envelope{})
+		res, err := s.ApplyEvent(ctx, c.e, wire.Envelope{})
 		if err != nil {
 			t.Fatalf("%s: apply: %v", c.name, err)
 		}
@@ -79,7 +79,7 @@ func TestJudgeAgreesWithApplyEvent(t *testing.T) {
 func TestMarkReplayed(t *testing.T) {
 	s := newStore(t)
 	ctx := context.Background()
-	p, err := s.ParkDeadLetter(ctx, message.DeadLetter{Envelope: message.NewEnvelope("T", "m-1", "o-1", "PAID",
+	p, err := s.ParkDeadLetter(ctx, wire.DeadLetter{Envelope: wire.NewEnvelope("T", "m-1", "o-1", "PAID",
 		[]byte(`{}`), time.Time{}, false), Reason: "missing_field: event_id: is required"})
 	if err != nil {
 		t.Fatal(err)

@@ -13,8 +13,8 @@ import (
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/errclass"
 	"github.com/orderflow/orderflow/internal/uniq"
-	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/store"
+	"github.com/orderflow/orderflow/wire"
 )
 
 // loseEveryRace makes every write of order id's row a no-op (a trigger
@@ -63,7 +63,7 @@ func TestApplyEventGivesUpAfterItsRetryBudget(t *testing.T) {
 	attempts := loseEveryRace(t, s.DB(), id)
 	e := fsm.Event{EventID: "e-1", OrderID: id, UserID: 3, Status: fsm.Paid, Version: 2, AmountCents: 500,
 		OccurredAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-	_, err := s.ApplyEvent(context.Background(), e, message.Envelope{})
+	_, err := s.ApplyEvent(context.Background(), e, wire.Envelope{})
 	if err == nil || !strings.Contains(err.Error(), "changed concurrently 50 times in a row") {
 		t.Fatalf("ApplyEvent = %v, want it to give up after 50 attempts", err)
 	}
@@ -99,7 +99,7 @@ func TestApplyEventStopsRetryingWhenCancelled(t *testing.T) {
 	}
 	e := fsm.Event{EventID: "e-1", OrderID: id, UserID: 3, Status: fsm.Created, Version: 1, AmountCents: 500,
 		OccurredAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-	_, err := s.ApplyEvent(ctx, e, message.Envelope{})
+	_, err := s.ApplyEvent(ctx, e, wire.Envelope{})
 	if !errors.Is(err, context.Canceled) || errclass.Of(err) != errclass.Transient {
 		t.Fatalf("ApplyEvent = %v, want a transient error wrapping context.Canceled", err)
 	}

@@ -6,7 +6,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/orderflow/orderflow/workflows/api"
+	"github.com/orderflow/orderflow/api"
 )
 
 // ChangeCarryPendingSignals is the workflow.GetVersion change ID of how a

@@ -10,8 +10,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/orderflow/orderflow/activities"
+	"github.com/orderflow/orderflow/api"
 	"github.com/orderflow/orderflow/fsm"
-	"github.com/orderflow/orderflow/workflows/api"
 )
 
 // handle judges and applies one event. It returns an error only when the

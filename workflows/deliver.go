@@ -9,9 +9,9 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/orderflow/orderflow/api"
 	"github.com/orderflow/orderflow/fsm"
-	"github.com/orderflow/orderflow/message"
-	"github.com/orderflow/orderflow/workflows/api"
+	"github.com/orderflow/orderflow/wire"
 )
 
 // ErrDeliver is wrapped by every error Deliver returns for an event that
@@ -64,7 +64,7 @@ func StartOptions(taskQueue, orderID string) client.StartWorkflowOptions {
 // When Deliver returns nil the signal is in the workflow's history, so the
 // caller may acknowledge the message. The event must be valid (the caller
 // parsed it: message.Parse); the workflow validates what it receives.
-func Deliver(ctx context.Context, c client.Client, taskQueue string, params Params, e fsm.Event, src *message.Envelope) error {
+func Deliver(ctx context.Context, c client.Client, taskQueue string, params Params, e fsm.Event, src *wire.Envelope) error {
 	if taskQueue == "" {
 		return fmt.Errorf("%w %s: empty task queue", ErrDeliver, e.Key())
 	}

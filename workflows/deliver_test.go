@@ -10,9 +10,9 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/mocks"
 
+	"github.com/orderflow/orderflow/api"
 	"github.com/orderflow/orderflow/fsm"
-	"github.com/orderflow/orderflow/message"
-	"github.com/orderflow/orderflow/workflows/api"
+	"github.com/orderflow/orderflow/wire"
 )
 
 func testEvent(orderID string, v int64, s fsm.Status) fsm.Event {
@@ -33,7 +33,7 @@ func TestDeliverSignalsWithStart(t *testing.T) {
 	c := &mocks.Client{}
 	e := testEvent("A-1", 2, fsm.Paid)
 	params := Params{GracePeriod: time.Second}
-	src := &message.Envelope{Topic: "T", MessageID: "M1", Keys: "A-1", Tags: "PAID", Body: []byte("{}")}
+	src := &wire.Envelope{Topic: "T", MessageID: "M1", Keys: "A-1", Tags: "PAID", Body: []byte("{}")}
 	c.On("SignalWithStartWorkflow", mock.Anything, "order:A-1", api.SignalEvent, Delivery{Event: e, Source: src},
 		StartOptions("q1", "A-1"), api.WorkflowType, Input{Params: params}).Return(nil, nil).Once()
 	if err := Deliver(context.Background(), c, "q1", params, e, src); err != nil {
@@ -69,7 +69,7 @@ func TestEncodedSize(t *testing.T) {
 	var ds []Delivery
 	sum := 0
 	for v := int64(1); v <= 5; v++ {
-		src := &message.Envelope{Topic: "T", MessageID: "M", Keys: "A-1", Tags: "PAID", Body: body}
+		src := &wire.Envelope{Topic: "T", MessageID: "M", Keys: "A-1", Tags: "PAID", Body: body}
 		d := Delivery{Event: testEvent("A-1", v, fsm.Paid), Source: src}
 		n, err := EncodedSize(d)
 		if err != nil {

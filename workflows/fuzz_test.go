@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/orderflow/orderflow/message"
+	"github.com/orderflow/orderflow/wire"
 	"github.com/orderflow/orderflow/workflows"
 )
 
@@ -25,7 +26,7 @@ func fuzzSeeds() []string {
 	}
 	// A body of the contract's largest size whose event ID is all '<',
 	// which JSON encoders write as \u003c: six bytes each.
-	widest := event(strings.Repeat("<", message.MaxBodySize-len(event("", "2025-01-02T03:04:05Z"))), "2025-01-02T03:04:05Z")
+	widest := event(strings.Repeat("<", wire.MaxBodySize-len(event("", "2025-01-02T03:04:05Z"))), "2025-01-02T03:04:05Z")
 	zlibOf := func(b []byte) string {
 		var out bytes.Buffer
 		zw, _ := zlib.NewWriterLevel(&out, zlib.BestCompression)
@@ -53,12 +54,12 @@ func fuzzSeeds() []string {
 		`{"order_id":["o"]}`, `{"order_id":{"id":"o"}}`, `{"a":[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]}`,
 		strings.Repeat("[", 200) + strings.Repeat("]", 200),
 		`{"order_id":"o","order_id":"p"}`, "\ufeff{}", "{\"event_id\":\"e\"}\x00",
-		`{"pad":"` + strings.Repeat("x", message.MaxBodySize-9) + `"}`,
-		`{"pad":"` + strings.Repeat("x", message.MaxBodySize-10) + `"}`,
+		`{"pad":"` + strings.Repeat("x", wire.MaxBodySize-9) + `"}`,
+		`{"pad":"` + strings.Repeat("x", wire.MaxBodySize-10) + `"}`,
 		// FuzzReceive's (as bodies: compressed ones as stored).
 		valid, zlibOf([]byte(valid)), zlibOf([]byte(valid))[:10],
-		strings.Repeat("x", message.MaxBodySize+1),
-		zlibOf(bytes.Repeat([]byte("a"), message.MaxBodySize)),
+		strings.Repeat("x", wire.MaxBodySize+1),
+		zlibOf(bytes.Repeat([]byte("a"), wire.MaxBodySize)),
 	}
 	return seeds
 }
@@ -75,7 +76,7 @@ func FuzzDelivery(f *testing.F) {
 	}
 	f.Add([]byte(fuzzSeeds()[5]), strings.Repeat("<", 2000), strings.Repeat("&", 2000))
 	f.Fuzz(func(t *testing.T, body []byte, keys, tags string) {
-		env := message.NewEnvelope("ORDER_EVENTS", "7F0000010000000000000000", keys, tags, body,
+		env := wire.NewEnvelope("ORDER_EVENTS", "7F0000010000000000000000", keys, tags, body,
 			time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC), false)
 		r := message.Parse(env)
 		if r.Rejection != nil {

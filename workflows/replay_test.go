@@ -20,13 +20,14 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/orderflow/orderflow/api"
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/testenv"
 	"github.com/orderflow/orderflow/internal/uniq"
 	"github.com/orderflow/orderflow/internal/workflowtest"
 	"github.com/orderflow/orderflow/message"
+	"github.com/orderflow/orderflow/wire"
 	"github.com/orderflow/orderflow/workflows"
-	"github.com/orderflow/orderflow/workflows/api"
 )
 
 // Recorded histories live in testdata/<scenario>[-runN].json. Re-record them
@@ -284,12 +285,12 @@ func replay(r worker.WorkflowReplayer, file string) error {
 }
 
 // source is the message a bridge would have received for e.
-func source(e fsm.Event) *message.Envelope {
+func source(e fsm.Event) *wire.Envelope {
 	body, err := message.Encode(e)
 	if err != nil {
 		panic(err)
 	}
-	env := message.NewEnvelope("ORDER_EVENTS", fmt.Sprintf("MSG-%s-%d", e.OrderID, e.Version), e.OrderID, string(e.Status),
+	env := wire.NewEnvelope("ORDER_EVENTS", fmt.Sprintf("MSG-%s-%d", e.OrderID, e.Version), e.OrderID, string(e.Status),
 		body, time.Time{}, false)
 	return &env
 }

@@ -7,8 +7,8 @@ import (
 
 	sdkpb "go.temporal.io/api/sdk/v1"
 
+	"github.com/orderflow/orderflow/api"
 	"github.com/orderflow/orderflow/fsm"
-	"github.com/orderflow/orderflow/workflows/api"
 )
 
 func TestDecisionSummary(t *testing.T) {

@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/orderflow/orderflow/fsm"
-	"github.com/orderflow/orderflow/message"
+	"github.com/orderflow/orderflow/wire"
 )
 
 // Params tune OrderWorkflow. The bridge passes them when it starts a run; a
@@ -56,7 +56,7 @@ func (p Params) withDefaults() Params {
 // "source": a signal of a bare event (as older bridges sent) decodes too.
 type Delivery struct {
 	fsm.Event
-	Source *message.Envelope `json:"source,omitempty"`
+	Source *wire.Envelope `json:"source,omitempty"`
 }
 
 // Batch is the payload of the order-events signal: several deliveries of

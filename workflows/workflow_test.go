@@ -23,10 +23,10 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/orderflow/orderflow/activities"
+	"github.com/orderflow/orderflow/api"
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/testenv"
-	"github.com/orderflow/orderflow/message"
-	"github.com/orderflow/orderflow/workflows/api"
+	"github.com/orderflow/orderflow/wire"
 )
 
 // fakeDB stands in for the activities in the SDK's test environment: it
@@ -1156,7 +1156,7 @@ func TestContinueAsNewBoundsTheCarriedBytes(t *testing.T) {
 	events := dataUpdates("B-1", n)
 	body := bytes.Repeat([]byte("x"), 60<<10)
 	for i := range events {
-		src := message.NewEnvelope("ORDER_EVENTS", fmt.Sprintf("MSG-%d", i), "B-1", "CREATED", body, time.Time{}, false)
+		src := wire.NewEnvelope("ORDER_EVENTS", fmt.Sprintf("MSG-%d", i), "B-1", "CREATED", body, time.Time{}, false)
 		events[i].Source = &src
 	}
 	db := newFakeDB()

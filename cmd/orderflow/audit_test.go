@@ -11,8 +11,8 @@ import (
 
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/testenv"
-	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/store"
+	"github.com/orderflow/orderflow/wire"
 )
 
 func TestAuditFindsEveryKindOfCorruption(t *testing.T) {
@@ -34,7 +34,7 @@ func TestAuditFindsEveryKindOfCorruption(t *testing.T) {
 		for v, st := range []fsm.Status{fsm.Created, fsm.Paid, final} {
 			e := fsm.Event{EventID: fmt.Sprintf("%s-%d", id, v), OrderID: id, UserID: int64(10 + n), Status: st,
 				Version: int64(v + 1), AmountCents: 12345, OccurredAt: at.Add(time.Duration(v) * time.Minute)}
-			res, err := s.ApplyEvent(ctx, e, message.Envelope{})
+			res, err := s.ApplyEvent(ctx, e, wire.Envelope{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -123,7 +123,7 @@ func TestAuditEscapesControlCharacters(t *testing.T) {
 	ctx := context.Background()
 	e := fsm.Event{EventID: "esc-1", OrderID: "audit-esc", UserID: 1, Status: fsm.Created, Version: 1, AmountCents: 100,
 		OccurredAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	if _, err := s.ApplyEvent(ctx, e, message.Envelope{}); err != nil {
+	if _, err := s.ApplyEvent(ctx, e, wire.Envelope{}); err != nil {
 		t.Fatal(err)
 	}
 	const outcome = "maybe\x1b]0;owned\x07\x1b[2J"

@@ -19,6 +19,7 @@ import (
 	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/scenario"
 	"github.com/orderflow/orderflow/store"
+	"github.com/orderflow/orderflow/wire"
 )
 
 // messageIDs numbers the messages apply writes, as the broker would.
@@ -30,7 +31,7 @@ func apply(t *testing.T, s *store.Store, topic string, msgs []scenario.Message) 
 	t.Helper()
 	ctx := context.Background()
 	for _, m := range msgs {
-		env := message.NewEnvelope(topic, fmt.Sprintf("msg-%d", messageIDs.Add(1)), m.Msg.Keys, m.Msg.Tag, m.Msg.Body, time.Time{}, false)
+		env := wire.NewEnvelope(topic, fmt.Sprintf("msg-%d", messageIDs.Add(1)), m.Msg.Keys, m.Msg.Tag, m.Msg.Body, time.Time{}, false)
 		r := message.Parse(env)
 		if r.Rejection != nil {
 			if _, err := s.ParkDeadLetter(ctx, r.DeadLetter); err != nil {

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/orderflow/orderflow/internal/testenv"
-	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/store"
+	"github.com/orderflow/orderflow/wire"
 )
 
 func TestDLQCommands(t *testing.T) {
@@ -22,8 +22,8 @@ func TestDLQCommands(t *testing.T) {
 	ctx := context.Background()
 	park := func(id, keys, tag string, body []byte, reason string) int64 {
 		t.Helper()
-		p, err := s.ParkDeadLetter(ctx, message.DeadLetter{
-			Envelope: message.NewEnvelope("ORDER_EVENTS", id, keys, tag, body, time.Time{}, false), Reason: reason})
+		p, err := s.ParkDeadLetter(ctx, wire.DeadLetter{
+			Envelope: wire.NewEnvelope("ORDER_EVENTS", id, keys, tag, body, time.Time{}, false), Reason: reason})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,8 +162,8 @@ func TestDLQEscapesControlCharacters(t *testing.T) {
 	)
 	body := []byte("{\"order_id\":\"order-e\",\"note\":\"" + esc + "\"}\r\n\u0085")
 	reason := "\x1b[31minvalid_field: status: \"" + esc + "\" is not a lifecycle state"
-	p, err := s.ParkDeadLetter(ctx, message.DeadLetter{
-		Envelope: message.NewEnvelope("ORDER_EVENTS", msgID, keys, tag, body, time.Time{}, false), Reason: reason})
+	p, err := s.ParkDeadLetter(ctx, wire.DeadLetter{
+		Envelope: wire.NewEnvelope("ORDER_EVENTS", msgID, keys, tag, body, time.Time{}, false), Reason: reason})
 	if err != nil {
 		t.Fatal(err)
 	}

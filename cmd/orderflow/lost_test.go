@@ -21,9 +21,9 @@ import (
 	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/internal/testenv"
 	"github.com/orderflow/orderflow/internal/uniq"
-	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/scenario"
 	"github.com/orderflow/orderflow/store"
+	"github.com/orderflow/orderflow/wire"
 )
 
 // TestGapsFindWhatAPublishedRunLost publishes a scenario with lost events
@@ -149,8 +149,8 @@ func startRecordingBridge(t *testing.T, namesrv, topic, group string, st *store.
 	if err != nil {
 		t.Fatal(err)
 	}
-	deliver := func(context.Context, fsm.Event, message.Envelope) error { return nil }
-	park := func(ctx context.Context, dl message.DeadLetter) error {
+	deliver := func(context.Context, fsm.Event, wire.Envelope) error { return nil }
+	park := func(ctx context.Context, dl wire.DeadLetter) error {
 		_, err := st.ParkDeadLetter(ctx, dl)
 		return err
 	}

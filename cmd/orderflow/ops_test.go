@@ -11,14 +11,15 @@ import (
 	"go.temporal.io/sdk/client"
 	"gorm.io/gorm"
 
+	"github.com/orderflow/orderflow/api"
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/testenv"
 	"github.com/orderflow/orderflow/internal/uniq"
 	"github.com/orderflow/orderflow/internal/workflowtest"
 	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/store"
+	"github.com/orderflow/orderflow/wire"
 	"github.com/orderflow/orderflow/workflows"
-	"github.com/orderflow/orderflow/workflows/api"
 )
 
 // pipeline is the real Temporal server and a fresh database with an
@@ -64,12 +65,12 @@ func event(id string, v int64, st fsm.Status, amount int64) fsm.Event {
 }
 
 // envelope is the message a bridge would have received for e.
-func envelope(e fsm.Event) message.Envelope {
+func envelope(e fsm.Event) wire.Envelope {
 	body, err := message.Encode(e)
 	if err != nil {
 		panic(err)
 	}
-	return message.NewEnvelope("ORDER_EVENTS", uniq.Name("MSG"), e.OrderID, string(e.Status), body, time.Time{}, false)
+	return wire.NewEnvelope("ORDER_EVENTS", uniq.Name("MSG"), e.OrderID, string(e.Status), body, time.Time{}, false)
 }
 
 // deliver hands the events to their workflows as the bridge does.

@@ -15,6 +15,7 @@ import (
 	"github.com/orderflow/orderflow/internal/uniq"
 	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/store"
+	"github.com/orderflow/orderflow/wire"
 )
 
 // prune on the real database: a bare command only counts; -yes removes
@@ -31,7 +32,7 @@ func TestPrune(t *testing.T) {
 	apply := func(id string, st fsm.Status, v int64) {
 		t.Helper()
 		e := fsm.Event{EventID: "e", OrderID: id, UserID: 8, Status: st, Version: v, AmountCents: 1000, OccurredAt: at}
-		res, err := s.ApplyEvent(ctx, e, message.Envelope{MessageID: fmt.Sprintf("M-%s-%d", id, v)})
+		res, err := s.ApplyEvent(ctx, e, wire.Envelope{MessageID: fmt.Sprintf("M-%s-%d", id, v)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,8 +63,8 @@ func TestPrune(t *testing.T) {
 	}
 	park := func(keys string, body []byte, reason string) int64 {
 		t.Helper()
-		p, err := s.ParkDeadLetter(ctx, message.DeadLetter{Reason: reason,
-			Envelope: message.NewEnvelope("ORDER_EVENTS", uniq.Name("M"), keys, "PAID", body, time.Time{}, false)})
+		p, err := s.ParkDeadLetter(ctx, wire.DeadLetter{Reason: reason,
+			Envelope: wire.NewEnvelope("ORDER_EVENTS", uniq.Name("M"), keys, "PAID", body, time.Time{}, false)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -246,7 +247,7 @@ func TestPruneInterrupted(t *testing.T) {
 		id := fmt.Sprintf("%s-%d", prefix, n)
 		for v, st := range []fsm.Status{fsm.Created, fsm.Paid, fsm.Completed} {
 			e := event(id, int64(v+1), st, 1000)
-			res, err := s.ApplyEvent(ctx, e, message.Envelope{})
+			res, err := s.ApplyEvent(ctx, e, wire.Envelope{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/store"
+	"github.com/orderflow/orderflow/wire"
 	"github.com/orderflow/orderflow/workflows"
 )
 
@@ -62,7 +63,7 @@ type replayItem struct {
 	Compression string `json:"compression,omitempty"`
 
 	event fsm.Event
-	env   message.Envelope
+	env   wire.Envelope
 	// recorded is true when the key was already recorded with this content
 	// before the delivery (a duplicate needs no wait).
 	recorded bool
@@ -216,7 +217,7 @@ func judge(ctx context.Context, db *store.Store, d store.DeadLetterRow) (*replay
 
 // decodeStored is dead letter d's envelope with its body decoded as the
 // bridge's client decodes a body it receives, bounded by
-// message.MaxBodySize, and the compression of the stored body ("" when it
+// wire.MaxBodySize, and the compression of the stored body ("" when it
 // is not compressed). The compression is the one stored with the row or, for
 // a row an earlier release parked as malformed_json from an LZ4 or zstd
 // body it could not decode, the one the body's magic number names. A body
@@ -224,7 +225,7 @@ func judge(ctx context.Context, db *store.Store, d store.DeadLetterRow) (*replay
 // one that cannot be decoded stays as stored with the error (undecodable),
 // except a body recognised only by its magic number, which is judged as
 // stored, as it was parked.
-func decodeStored(d store.DeadLetterRow) (message.Envelope, string) {
+func decodeStored(d store.DeadLetterRow) (wire.Envelope, string) {
 	env := d.Envelope()
 	compression, byMagic := env.Compression, false
 	if compression == "" {
@@ -233,7 +234,7 @@ func decodeStored(d store.DeadLetterRow) (message.Envelope, string) {
 	if compression == "" {
 		return env, ""
 	}
-	body, err := mq.Decompress(compression, env.Body, message.MaxBodySize)
+	body, err := mq.Decompress(compression, env.Body, wire.MaxBodySize)
 	switch {
 	case err == nil:
 		env.Body, env.Compression, env.InflateRefused, env.DecodeError = body, "", false, ""

@@ -13,6 +13,7 @@ import (
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/uniq"
 	"github.com/orderflow/orderflow/message"
+	"github.com/orderflow/orderflow/wire"
 )
 
 // javaBody is the body a Java producer sends for e: the contract's fields
@@ -55,9 +56,9 @@ func TestDLQReplayRecoversCompressedBodies(t *testing.T) {
 	const oldReason = "malformed_json: invalid character '(' looking for beginning of value"
 	park := func(orderID string, body []byte, compression, reason string) int64 {
 		t.Helper()
-		env := message.NewEnvelope("ORDER_EVENTS", uniq.Name("MSG"), orderID, "CREATED", body, time.Time{}, false)
+		env := wire.NewEnvelope("ORDER_EVENTS", uniq.Name("MSG"), orderID, "CREATED", body, time.Time{}, false)
 		env.Compression = compression
-		r, err := p.s.ParkDeadLetter(ctx, message.DeadLetter{Envelope: env, Reason: reason})
+		r, err := p.s.ParkDeadLetter(ctx, wire.DeadLetter{Envelope: env, Reason: reason})
 		if err != nil {
 			t.Fatal(err)
 		}

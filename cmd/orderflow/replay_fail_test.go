@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orderflow/orderflow/api"
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/testenv"
 	"github.com/orderflow/orderflow/internal/uniq"
-	"github.com/orderflow/orderflow/message"
-	"github.com/orderflow/orderflow/workflows/api"
+	"github.com/orderflow/orderflow/wire"
 )
 
 // parkValid parks n valid events of new orders, as a bridge of an earlier
@@ -25,7 +25,7 @@ func (p *pipeline) parkValid(prefix string, n int) []string {
 	var orders []string
 	for i := range n {
 		o := fmt.Sprintf("%s-%d", uniq.Name(prefix), i)
-		if _, err := p.s.ParkDeadLetter(context.Background(), message.DeadLetter{Envelope: envelope(event(o, 1, fsm.Created, 100)),
+		if _, err := p.s.ParkDeadLetter(context.Background(), wire.DeadLetter{Envelope: envelope(event(o, 1, fsm.Created, 100)),
 			Reason: "invalid_field: amount_cents: must be below 50 (a rule since dropped)"}); err != nil {
 			p.t.Fatal(err)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/orderflow/orderflow/internal/uniq"
 	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/store"
+	"github.com/orderflow/orderflow/wire"
 )
 
 type replayOutput struct {
@@ -44,9 +45,9 @@ func TestDLQReplay(t *testing.T) {
 
 	// Valid events parked by an older rule (as a bridge of an earlier
 	// release might have), and messages still invalid.
-	park := func(env message.Envelope, reason string) int64 {
+	park := func(env wire.Envelope, reason string) int64 {
 		t.Helper()
-		r, err := p.s.ParkDeadLetter(ctx, message.DeadLetter{Envelope: env, Reason: reason})
+		r, err := p.s.ParkDeadLetter(ctx, wire.DeadLetter{Envelope: env, Reason: reason})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,9 +63,9 @@ func TestDLQReplay(t *testing.T) {
 		// -undeliverable-after: a valid event, delivered by the replay.
 		"d-v1-new-order": park(envelope(event(d, 1, fsm.Created, 900)),
 			"undeliverable: not delivered for 1h0m40s: temporal: gave up after 11 attempts: rpc error: code = Unavailable desc = connection refused"),
-		"malformed": park(message.NewEnvelope("ORDER_EVENTS", "M-bad", a, "PAID", []byte(`{"order_id":`), time.Time{}, false), "malformed_json: unexpected end of JSON input"),
+		"malformed": park(wire.NewEnvelope("ORDER_EVENTS", "M-bad", a, "PAID", []byte(`{"order_id":`), time.Time{}, false), "malformed_json: unexpected end of JSON input"),
 		// A zlib bomb, parked compressed by a bridge of an earlier release (no compression stored).
-		"compressed": park(message.NewEnvelope("ORDER_EVENTS", "M-zip", a, "PAID", compresstest.Zlib(t, make([]byte, 1<<20)), time.Time{}, false),
+		"compressed": park(wire.NewEnvelope("ORDER_EVENTS", "M-zip", a, "PAID", compresstest.Zlib(t, make([]byte, 1<<20)), time.Time{}, false),
 			message.OversizeCompressed().Reason),
 	}
 	h, err := p.s.OrderHistory(ctx, a)
@@ -248,8 +249,8 @@ func TestDLQReplayEscapesControlCharacters(t *testing.T) {
 	ctx := context.Background()
 	const esc = "\x1b]0;owned\x07\x1b[2J"
 	reason := esc + "malformed_json: unexpected end of JSON input"
-	if _, err := store.New(gdb).ParkDeadLetter(ctx, message.DeadLetter{
-		Envelope: message.NewEnvelope("ORDER_EVENTS", "M-esc", "order-esc", "PAID", []byte(`{"order_id":`), time.Time{}, false),
+	if _, err := store.New(gdb).ParkDeadLetter(ctx, wire.DeadLetter{
+		Envelope: wire.NewEnvelope("ORDER_EVENTS", "M-esc", "order-esc", "PAID", []byte(`{"order_id":`), time.Time{}, false),
 		Reason:   reason}); err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/orderflow/orderflow/workflows/api"
+	"github.com/orderflow/orderflow/api"
 )
 
 // signalled returns, for each order, its workflow's latest run and the

@@ -16,9 +16,9 @@ import (
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
+	"github.com/orderflow/orderflow/api"
 	"github.com/orderflow/orderflow/config"
 	"github.com/orderflow/orderflow/workflows"
-	"github.com/orderflow/orderflow/workflows/api"
 )
 
 // temporalConn is a Temporal client and where it is connected.

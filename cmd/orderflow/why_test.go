@@ -10,8 +10,8 @@ import (
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/testenv"
 	"github.com/orderflow/orderflow/internal/uniq"
-	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/store"
+	"github.com/orderflow/orderflow/wire"
 )
 
 // why explains an order delivered through the real workflow: every business
@@ -148,11 +148,11 @@ func TestWhyEscapesControlCharacters(t *testing.T) {
 	)
 	e := fsm.Event{EventID: eventID, OrderID: id, UserID: 8, Status: fsm.Created, Version: 1, AmountCents: 100,
 		OccurredAt: time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)}
-	if _, err := s.ApplyEvent(ctx, e, message.Envelope{MessageID: msgID}); err != nil {
+	if _, err := s.ApplyEvent(ctx, e, wire.Envelope{MessageID: msgID}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.ParkDeadLetter(ctx, message.DeadLetter{Reason: reason,
-		Envelope: message.NewEnvelope("ORDER_EVENTS", msgID, id, "\x1b[1A", []byte(`{"version":1}`), time.Time{}, false)}); err != nil {
+	if _, err := s.ParkDeadLetter(ctx, wire.DeadLetter{Reason: reason,
+		Envelope: wire.NewEnvelope("ORDER_EVENTS", msgID, id, "\x1b[1A", []byte(`{"version":1}`), time.Time{}, false)}); err != nil {
 		t.Fatal(err)
 	}
 	code, out, errOut := runCmd("why", "-no-temporal", "-database-url", dsn, id, "1")

@@ -11,9 +11,9 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/orderflow/orderflow/api"
 	"github.com/orderflow/orderflow/internal/testenv"
 	"github.com/orderflow/orderflow/internal/uniq"
-	"github.com/orderflow/orderflow/workflows/api"
 )
 
 // shout is the smoke test's activity.

@@ -25,8 +25,8 @@ import (
 	"github.com/orderflow/orderflow/scenario"
 	"github.com/orderflow/orderflow/workflows"
 
+	"github.com/orderflow/orderflow/api"
 	"github.com/orderflow/orderflow/store"
-	"github.com/orderflow/orderflow/workflows/api"
 	"gorm.io/gorm"
 )
 
