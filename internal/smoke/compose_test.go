@@ -35,7 +35,7 @@ const (
 // composeServices are the services docker-compose.yml must define.
 var composeServices = []string{
 	"postgres", "temporal", "temporal-setup", "temporal-ui",
-	"rocketmq-namesrv", "rocketmq-broker", "rocketmq-topic", "rocketmq-proxy", "redis", "worker", "starter",
+	"rocketmq-namesrv", "rocketmq-broker", "rocketmq-topic", "rocketmq-proxy", "redis", "migrate", "worker", "starter",
 	"rocketmq-ha-namesrv", "rocketmq-ha-broker-0", "rocketmq-ha-broker-1", "rocketmq-ha-topic",
 	"jaeger",
 }
@@ -100,6 +100,12 @@ func TestDockerComposeCheckFindsMistakes(t *testing.T) {
 	}{
 		{"wrong task queue", "ORDERFLOW_TASK_QUEUE: orderflow", "ORDERFLOW_TASK_QUEUE: orders", "ORDERFLOW_TASK_QUEUE"},
 		{"wrong database password", "orderflow:orderflow@postgres", "orderflow:secret@postgres", "DATABASE_URL"},
+		{"worker and bridge as the owner", "orderflow_app:orderflow_app@postgres", "orderflow:orderflow@postgres", "connects as the owner"},
+		{"runtime role init.sql does not make", "orderflow_app:orderflow_app@postgres", "orderflow_app:secret@postgres", "init.sql lacks"},
+		{"worker before the migration", "      migrate:\n        condition: service_completed_successfully\n", "", "service worker: want depends_on migrate"},
+		{"bridge not waiting for the migration to succeed", "      migrate:\n        condition: service_completed_successfully\n      temporal-setup:\n        condition: service_completed_successfully\n      rocketmq-topic", "      migrate:\n        condition: service_started\n      temporal-setup:\n        condition: service_completed_successfully\n      rocketmq-topic", "service starter: want depends_on migrate"},
+		{"migrate as the runtime role", "      DATABASE_URL: postgres://orderflow:orderflow@postgres", "      DATABASE_URL: postgres://orderflow_app:orderflow_app@postgres", "service migrate"},
+		{"migrate service not migrating", `command: ["./orderflow", "migrate"]`, `command: ["./worker"]`, "service migrate: command"},
 		{"name server port", "ROCKETMQ_NAMESRV:-rocketmq-namesrv:9876}", "ROCKETMQ_NAMESRV:-rocketmq-namesrv:9877}", "ROCKETMQ_NAMESRV"},
 		{"replica without controller mode", "./deploy/rocketmq/broker-ha-1-compose.conf", "./deploy/rocketmq/broker-compose.conf", "enableControllerMode"},
 		{"name server without controller", "./deploy/rocketmq/namesrv-ha-compose.conf", "./deploy/rocketmq/broker-ha-0-compose.conf", "enableControllerInNamesrv"},
@@ -232,7 +238,7 @@ func composeProblems(root string, p *types.Project) []string {
 			case "ROCKETMQ_NAMESRV":
 				checkHostPort(p, &out, svc, s.Env, v, "rocketmq-namesrv", portOf(s.Default))
 			case "DATABASE_URL":
-				checkDatabaseURL(&out, svc, v, dbDefault)
+				checkRuntimeURL(root, &out, svc, v, dbDefault)
 			default:
 				if v != s.Default {
 					bad("service %s: %s = %q, want the default %q", svc, s.Env, v, s.Default)
@@ -257,7 +263,11 @@ func composeProblems(root string, p *types.Project) []string {
 				bad("service %s: want depends_on %s", svc, dep)
 			}
 		}
+		if d, ok := sc.DependsOn["migrate"]; !ok || d.Condition != types.ServiceConditionCompletedSuccessfully {
+			bad("service %s: want depends_on migrate with condition %s (it only checks the schema)", svc, types.ServiceConditionCompletedSuccessfully)
+		}
 	}
+	out = append(out, migrateProblems(root, p, dbDefault)...)
 	if _, ok := p.Services["starter"].DependsOn["rocketmq-topic"]; !ok {
 		bad("service starter: want depends_on rocketmq-topic (the topic must exist before the bridge subscribes)")
 	}
@@ -371,6 +381,81 @@ func checkHostPort(p *types.Project, out *[]string, svc, key, v, wantHost, wantP
 	}
 	if port != wantPort {
 		*out = append(*out, fmt.Sprintf("service %s: %s = %q, want port %s (config's default)", svc, key, v, wantPort))
+	}
+}
+
+// migrateProblems: the migrate service runs `orderflow migrate` from the
+// image as the database's owner (config's default role, the one
+// POSTGRES_USER creates) once PostgreSQL is healthy.
+func migrateProblems(root string, p *types.Project, def *url.URL) []string {
+	var out []string
+	sc := p.Services["migrate"]
+	if want := []string{"./orderflow", "migrate"}; !slices.Equal([]string(sc.Command), want) {
+		out = append(out, fmt.Sprintf("service migrate: command %q, want %q", sc.Command, want))
+	}
+	if sc.Build == nil || filepath.Clean(sc.Build.Context) != root {
+		out = append(out, "service migrate: want build context the repository root")
+	}
+	if d, ok := sc.DependsOn["postgres"]; !ok || d.Condition != types.ServiceConditionHealthy {
+		out = append(out, "service migrate: want depends_on postgres with condition service_healthy")
+	}
+	if v, ok := env(p, "migrate")["DATABASE_URL"]; !ok {
+		out = append(out, "service migrate: DATABASE_URL not set (want the owner's)")
+	} else {
+		checkDatabaseURL(&out, "migrate", v, def)
+	}
+	return out
+}
+
+// checkRuntimeURL: the worker's and the bridge's DATABASE_URL is config's
+// default but for its role, a runtime role other than the owner that
+// deploy/postgres/init.sql creates with that password and grants data
+// rights only, by the owner's default privileges.
+func checkRuntimeURL(root string, out *[]string, svc, v string, def *url.URL) {
+	u, err := url.Parse(v)
+	if err != nil {
+		*out = append(*out, fmt.Sprintf("service %s: DATABASE_URL does not parse: %v", svc, err))
+		return
+	}
+	owner := def.User.Username()
+	role := u.User.Username()
+	pass, _ := u.User.Password()
+	if role == owner {
+		*out = append(*out, fmt.Sprintf("service %s: DATABASE_URL connects as the owner %s, want the runtime role (data rights only)", svc, owner))
+		return
+	}
+	rt := *u
+	rt.User = def.User
+	checkDatabaseURL(out, svc, rt.String(), def)
+	sql, err := os.ReadFile(filepath.Join(root, "deploy", "postgres", "init.sql"))
+	if err != nil {
+		*out = append(*out, fmt.Sprintf("deploy/postgres/init.sql: %v", err))
+		return
+	}
+	var code []string
+	for _, line := range strings.Split(string(sql), "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
+			code = append(code, line)
+		}
+	}
+	s := strings.Join(strings.Fields(strings.Join(code, " ")), " ")
+	wants := []string{
+		"CREATE ROLE " + role + " LOGIN PASSWORD '" + pass + "';",
+		"GRANT CONNECT ON DATABASE " + strings.TrimPrefix(def.Path, "/") + " TO " + role + ";",
+		"ALTER DEFAULT PRIVILEGES FOR ROLE " + owner + " IN SCHEMA public GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO " + role + ";",
+		"ALTER DEFAULT PRIVILEGES FOR ROLE " + owner + " IN SCHEMA public GRANT USAGE ON SEQUENCES TO " + role + ";",
+	}
+	for _, want := range wants {
+		if !strings.Contains(s, want) {
+			*out = append(*out, fmt.Sprintf("service %s: DATABASE_URL's role %s: deploy/postgres/init.sql lacks %q", svc, role, want))
+		}
+	}
+	// Nothing else names the role: no further right, membership or option.
+	for _, stmt := range strings.Split(s, ";") {
+		stmt = strings.TrimSpace(stmt)
+		if regexp.MustCompile(`\b`+regexp.QuoteMeta(role)+`\b`).MatchString(stmt) && !slices.Contains(wants, stmt+";") {
+			*out = append(*out, fmt.Sprintf("service %s: deploy/postgres/init.sql gives the runtime role %s more than data rights: %q", svc, role, stmt))
+		}
 	}
 }
 
