@@ -11,6 +11,7 @@ import (
 
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -168,31 +169,13 @@ func listHot(ctx context.Context, c client.Client, namespace, orderID string) (h
 			return r, fmt.Errorf("list runs of %s: %w", id, err)
 		}
 		for _, ex := range resp.GetExecutions() {
-			r.Runs++
-			st := ex.GetStatus()
-			r.Statuses[strings.TrimPrefix(st.String(), "WORKFLOW_EXECUTION_STATUS_")]++
-			n := ex.GetHistoryLength()
-			switch st {
-			case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
-				// Visibility has the length of closed runs only.
-				d, err := c.DescribeWorkflowExecution(ctx, id, ex.GetExecution().GetRunId())
-				if err != nil {
-					return r, fmt.Errorf("describe %s: %w", id, err)
-				}
-				n = d.GetWorkflowExecutionInfo().GetHistoryLength()
-			case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW:
-			default:
-				bad = append(bad, fmt.Sprintf("run %s %s: %s", ex.GetExecution().GetRunId(), st,
-					closeReason(ctx, c, id, ex.GetExecution().GetRunId())))
-			}
-			r.MaxHistory = max(r.MaxHistory, n)
-			rh, err := scanHistory(ctx, c, id, ex.GetExecution().GetRunId(), r.TaskFailures)
+			why, err := r.addRun(ctx, c, ex)
 			if err != nil {
 				return r, err
 			}
-			r.MaxSignals = max(r.MaxSignals, rh.signals)
-			r.MaxEvents = max(r.MaxEvents, rh.events)
-			r.MaxHandled = max(r.MaxHandled, rh.handled())
+			if why != "" {
+				bad = append(bad, why)
+			}
 		}
 		if token = resp.GetNextPageToken(); len(token) == 0 {
 			break
@@ -219,6 +202,38 @@ func listHot(ctx context.Context, c client.Client, namespace, orderID string) (h
 	}
 	r.Duplicates = st.Counts[fsm.Duplicate]
 	return r, nil
+}
+
+// addRun counts one run of the workflow into r: its status, history length
+// and what its history holds. It says why the run is bad when it ended
+// otherwise than by continue-as-new or completion.
+func (r *hotResult) addRun(ctx context.Context, c client.Client, ex *workflowpb.WorkflowExecutionInfo) (string, error) {
+	id, runID := r.WorkflowID, ex.GetExecution().GetRunId()
+	r.Runs++
+	st := ex.GetStatus()
+	r.Statuses[strings.TrimPrefix(st.String(), "WORKFLOW_EXECUTION_STATUS_")]++
+	n, why := ex.GetHistoryLength(), ""
+	switch st {
+	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		// Visibility has the length of closed runs only.
+		d, err := c.DescribeWorkflowExecution(ctx, id, runID)
+		if err != nil {
+			return "", fmt.Errorf("describe %s: %w", id, err)
+		}
+		n = d.GetWorkflowExecutionInfo().GetHistoryLength()
+	case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW:
+	default:
+		why = fmt.Sprintf("run %s %s: %s", runID, st, closeReason(ctx, c, id, runID))
+	}
+	r.MaxHistory = max(r.MaxHistory, n)
+	rh, err := scanHistory(ctx, c, id, runID, r.TaskFailures)
+	if err != nil {
+		return "", err
+	}
+	r.MaxSignals = max(r.MaxSignals, rh.signals)
+	r.MaxEvents = max(r.MaxEvents, rh.events)
+	r.MaxHandled = max(r.MaxHandled, rh.handled())
+	return why, nil
 }
 
 // runHistory is what scanHistory reads in a run's history.
