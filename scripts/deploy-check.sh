@@ -86,9 +86,10 @@ schema_location="$work/schemas/{{ .NormalizedKubernetesVersion }}-standalone{{ .
 files=(--set-file prometheusRule.rules=deploy/prometheus/orderflow-rules.yml
 	--set-file grafanaDashboard.json=deploy/grafana/orderflow.json)
 # The defaults hold no database URL (rendering fails without one): "default"
-# gives the one value required.
+# gives the two values required, the runtime role's URL and the owner's for
+# the migration Job.
 declare -A sets=(
-	[default]="--set secrets.databaseURL=postgres://orderflow:example@postgresql:5432/orderflow?sslmode=verify-full"
+	[default]="--set secrets.databaseURL=postgres://orderflow_app:example@postgresql:5432/orderflow?sslmode=verify-full --set migration.databaseURL=postgres://orderflow:example@postgresql:5432/orderflow?sslmode=verify-full"
 	[production]="-f $CHART/values-production.yaml"
 )
 for f in "$CHART"/ci/*-values.yaml; do
@@ -132,11 +133,20 @@ refuse() {
 		{ cat "$work/refuse.out"; say "FAIL: $what refused without saying: $why"; exit 1; }
 }
 refuse "secrets.create=false without existingSecret" "name the Secret holding DATABASE_URL" --set secrets.create=false
-refuse "the default values (no database URL)" "secrets.databaseURL is required"
-refuse "a database URL with sslmode=disable" "secrets.insecureDatabase=true" --set "secrets.databaseURL=postgres://u:p@db:5432/orderflow?sslmode=disable"
-refuse "a database URL with sslmode=allow" "secrets.insecureDatabase=true" --set "secrets.databaseURL=postgres://u:p@db:5432/orderflow?connect_timeout=5&sslmode=allow"
-refuse "the migration Job with the chart's own Secret" "must be in a Secret made beforehand" --set migration.enabled=true --set "secrets.databaseURL=postgres://u:p@db:5432/orderflow?sslmode=verify-full"
+owner=(--set "migration.databaseURL=postgres://o:p@db:5432/orderflow?sslmode=verify-full")
+refuse "the default values (no database URL)" "secrets.databaseURL is required" "${owner[@]}"
+refuse "a database URL with sslmode=disable" "secrets.insecureDatabase=true" --set "secrets.databaseURL=postgres://u:p@db:5432/orderflow?sslmode=disable" "${owner[@]}"
+refuse "a database URL with sslmode=allow" "secrets.insecureDatabase=true" --set "secrets.databaseURL=postgres://u:p@db:5432/orderflow?connect_timeout=5&sslmode=allow" "${owner[@]}"
+refuse "the migration Job without the owner's URL" "migration.databaseURL (the database owner's URL" --set "secrets.databaseURL=postgres://u:p@db:5432/orderflow?sslmode=verify-full"
+refuse "the owner's URL without TLS" "migration.databaseURL has sslmode=disable" --set "secrets.databaseURL=postgres://u:p@db:5432/orderflow?sslmode=verify-full" --set "migration.databaseURL=postgres://o:p@db:5432/orderflow?sslmode=disable"
+refuse "the runtime URL as the owner's" "migration.databaseURL equals secrets.databaseURL" --set "secrets.databaseURL=postgres://u:p@db:5432/orderflow?sslmode=verify-full" --set "migration.databaseURL=postgres://u:p@db:5432/orderflow?sslmode=verify-full"
 refuse "a misspelt value" "additional properties 'replica' not allowed" --set worker.replica=3
-refuse "prometheusRule without the rules file" "pass the rules file with --set-file" --set prometheusRule.enabled=true --set "secrets.databaseURL=postgres://u:p@db:5432/orderflow?sslmode=verify-full"
-say "values without a Secret or a database URL, a database URL without TLS (unless secrets.insecureDatabase), a migration Job without a Secret made beforehand, a misspelt value and a PrometheusRule without rules are refused"
+refuse "prometheusRule without the rules file" "pass the rules file with --set-file" --set prometheusRule.enabled=true --set "secrets.databaseURL=postgres://u:p@db:5432/orderflow?sslmode=verify-full" "${owner[@]}"
+say "values without a Secret or a database URL, a database URL without TLS (unless secrets.insecureDatabase), a migration Job without the owner's URL, an owner's URL without TLS or equal to the runtime one, a misspelt value and a PrometheusRule without rules are refused"
+
+# The two database roles: the Job alone reads the owner's URL, the worker
+# and the bridge the runtime role's (the deploy package's chart tests).
+ORDERFLOW_HELM=$HELM "$GO" test -count=1 -run 'TestChart(Splits|Refuses)' ./deploy >"$work/roles.out" 2>&1 ||
+	{ cat "$work/roles.out"; say "FAIL: the chart's database roles"; exit 1; }
+say "the migration Job reads the owner's URL from a Secret of its own; the worker and the bridge the runtime role's"
 say "ok"

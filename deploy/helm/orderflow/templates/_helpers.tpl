@@ -67,6 +67,23 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 {{- end }}
 
+{{/* The Secret and key holding the owner's DATABASE_URL for the migration Job. */}}
+{{- define "orderflow.migrationSecretName" -}}
+{{- if .Values.migration.existingSecret }}
+{{- .Values.migration.existingSecret }}
+{{- else }}
+{{- printf "%s-migrate" (include "orderflow.fullname" . | trunc 55 | trimSuffix "-") }}
+{{- end }}
+{{- end }}
+
+{{- define "orderflow.migrationSecretKey" -}}
+{{- if .Values.migration.existingSecret }}
+{{- .Values.migration.existingSecretKey }}
+{{- else }}
+{{- "DATABASE_URL" }}
+{{- end }}
+{{- end }}
+
 {{/* Environment variables from a map of name to value; empty values are left out. */}}
 {{- define "orderflow.envMap" -}}
 {{- range $name, $value := . }}
@@ -87,7 +104,7 @@ app.kubernetes.io/component: {{ .component }}
       optional: {{ .optional }}
 {{- end }}
 
-{{/* DATABASE_URL, and what the PostgreSQL CA mount needs: every process. */}}
+{{/* DATABASE_URL from the release's Secret: the runtime role's, for the worker and the bridge. */}}
 {{- define "orderflow.databaseEnv" -}}
 {{ include "orderflow.secretEnv" (dict "ctx" . "name" "DATABASE_URL" "optional" false) }}
 {{- end }}
