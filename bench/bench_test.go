@@ -7,6 +7,8 @@ import (
 	"image/color"
 	"image/png"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -93,6 +95,33 @@ plain_total 3
 	}
 	if got := promSum(text, "missing", ""); got != 0 {
 		t.Errorf("missing metric = %v, want 0", got)
+	}
+}
+
+// TestCountRequests: a cell's signals come from the bridge's /metrics and
+// its workflow tasks from the workers', each process's text kept in the log
+// directory.
+func TestCountRequests(t *testing.T) {
+	serve := func(text string) string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, text) }))
+		t.Cleanup(srv.Close)
+		return strings.TrimPrefix(srv.URL, "http://")
+	}
+	b := &bench{logDir: t.TempDir(), metricsAddrs: map[string]string{
+		"c-bridge": serve(`temporal_request_total{operation="SignalWithStartWorkflowExecution"} 40
+temporal_request_total{operation="DescribeNamespace"} 3
+temporal_workflow_task_execution_latency_seconds_count 99
+`),
+		"c-worker1": serve("temporal_workflow_task_execution_latency_seconds_count{ns=\"a\"} 7\n"),
+		"c-worker2": serve("temporal_workflow_task_execution_latency_seconds_count{ns=\"a\"} 5\n"),
+	}}
+	var res cellResult
+	b.countRequests(context.Background(), &res)
+	if res.Signals != 40 || res.WorkflowTasks != 12 {
+		t.Errorf("signals %d, workflow tasks %d; want 40 and 12", res.Signals, res.WorkflowTasks)
+	}
+	if _, err := os.Stat(filepath.Join(b.logDir, "c-worker2.metrics.txt")); err != nil {
+		t.Errorf("metrics not kept: %v", err)
 	}
 }
 

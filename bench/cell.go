@@ -50,8 +50,6 @@ type cellConfig struct {
 	Fraction float64 `json:",omitempty"`
 	// BridgeArgs are extra flags of this cell's bridge.
 	BridgeArgs []string `json:",omitempty"`
-	// Metrics keeps the processes' /metrics and the means of sdkMeans.
-	Metrics bool `json:",omitempty"`
 	// generate, when set, builds the scenario instead of scenarioOptions.
 	generate func(prefix string) (*scenario.Scenario, error)
 	// inspect, when set, runs once the cell settled, while its consumers
@@ -85,14 +83,13 @@ type cellResult struct {
 	// first publish to its order_events row.
 	P50, P95, P99 time.Duration `json:",omitempty"`
 	Verified      bool
-	// Metrics are a few of Temporal's SDK metrics of the run's processes
-	// (mean seconds), when its config asks for them.
-	Metrics map[string]float64 `json:",omitempty"`
 	// Hot is what the hot-order cell found in Temporal.
 	Hot *hotResult `json:",omitempty"`
 	// Signals counts the bridge's SignalWithStart requests (attempts
-	// included); 0 for the direct consumer.
-	Signals int `json:",omitempty"`
+	// included) and WorkflowTasks the workflow tasks the workers ran; 0
+	// for the direct consumer.
+	Signals       int `json:",omitempty"`
+	WorkflowTasks int `json:",omitempty"`
 	// CPU is the machine's CPU use by process group over the drain (a
 	// backlog's first to last effect, an open loop's first publish to
 	// last effect), from the samples that enclose it.
@@ -250,15 +247,12 @@ func (b *bench) settle(ctx context.Context, cc cellConfig, db *database, exp *sc
 	}
 	res.Verified = report.OK()
 	if !cc.Direct {
-		res.Signals = b.countSignals(ctx, cc.Name+"-bridge")
+		b.countRequests(ctx, res)
 	}
 	if cc.inspect != nil {
 		if err := cc.inspect(ctx, res); err != nil {
 			return err
 		}
-	}
-	if cc.Metrics {
-		res.Metrics = b.saveMetrics(ctx)
 	}
 	return nil
 }
@@ -378,21 +372,10 @@ func fetch(ctx context.Context, url, path string) error {
 	return f.Close()
 }
 
-// sdkMeans are the SDK histograms whose means the e2e cell reports:
-// the bridge's SignalWithStart call, and the worker's workflow task
-// schedule-to-start, execution and local activity latencies.
-var sdkMeans = []struct{ process, metric, filter string }{
-	{"bridge", "temporal_request_latency_seconds", `operation="SignalWithStartWorkflowExecution"`},
-	{"worker1", "temporal_workflow_task_schedule_to_start_latency_seconds", ""},
-	{"worker1", "temporal_workflow_task_execution_latency_seconds", ""},
-	{"worker1", "temporal_request_latency_seconds", `operation="RespondWorkflowTaskCompleted"`},
-	{"worker1", "temporal_local_activity_execution_latency_seconds", ""},
-}
-
-// saveMetrics writes each process's /metrics into logDir and returns the
-// means of sdkMeans, keyed "process:metric".
-func (b *bench) saveMetrics(ctx context.Context) map[string]float64 {
-	out := map[string]float64{}
+// countRequests reads, from the processes' /metrics once the cell settled
+// (each kept in logDir), the bridge's SignalWithStart requests and the
+// workflow tasks the workers ran (Temporal's SDK metrics).
+func (b *bench) countRequests(ctx context.Context, res *cellResult) {
 	for name, addr := range b.metricsAddrs {
 		path := filepath.Join(b.logDir, name+".metrics.txt")
 		if err := fetch(ctx, "http://"+addr+"/metrics", path); err != nil {
@@ -403,38 +386,12 @@ func (b *bench) saveMetrics(ctx context.Context) map[string]float64 {
 		if err != nil {
 			continue
 		}
-		for _, m := range sdkMeans {
-			if !strings.HasSuffix(name, m.process) {
-				continue
-			}
-			sum := promSum(string(data), m.metric+"_sum", m.filter)
-			n := promSum(string(data), m.metric+"_count", m.filter)
-			if n > 0 {
-				out[m.process+":"+m.metric] = sum / n
-				out[m.process+":"+m.metric+"_count"] = n
-			}
+		if strings.HasSuffix(name, "-bridge") {
+			res.Signals += int(promSum(string(data), "temporal_request_total", `operation="SignalWithStartWorkflowExecution"`))
+		} else {
+			res.WorkflowTasks += int(promSum(string(data), "temporal_workflow_task_execution_latency_seconds_count", ""))
 		}
 	}
-	return out
-}
-
-// countSignals reads the bridge's SignalWithStart requests from its
-// /metrics (Temporal's SDK counter); 0 when it cannot.
-func (b *bench) countSignals(ctx context.Context, bridge string) int {
-	addr, ok := b.metricsAddrs[bridge]
-	if !ok {
-		return 0
-	}
-	path := filepath.Join(b.logDir, bridge+".final.metrics.txt")
-	if err := fetch(ctx, "http://"+addr+"/metrics", path); err != nil {
-		slog.Warn("bench: bridge metrics", "err", err)
-		return 0
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return 0
-	}
-	return int(promSum(string(data), "temporal_request_total", `operation="SignalWithStartWorkflowExecution"`))
 }
 
 // promSum adds the values of the samples of metric whose labels contain

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -94,17 +93,12 @@ func (b *bench) startEngine(ctx context.Context, e *engine, o options, er *engin
 // e2e is orderflow draining the e2e backlog, and its ratio to the
 // baseline.
 func (p *enginePhases) e2e(ctx context.Context, er *engineResult, base cellResult) error {
-	cc := p.cell("e2e", p.o.orders, 0.2)
-	cc.Metrics = true
-	e2e, err := p.b.runCell(ctx, cc)
+	e2e, err := p.b.runCell(ctx, p.cell("e2e", p.o.orders, 0.2))
 	if err != nil {
 		return fmt.Errorf("e2e: %w", err)
 	}
 	er.E2E = e2e
 	p.printf("e2e:      %s", describeDrain(e2e))
-	if len(e2e.Metrics) > 0 {
-		p.printf("metrics:  %s", metricsLine(p.b.logDir, e2e))
-	}
 	if e2e.CPU != nil {
 		p.printf("cpu:      %s", describeCPU(e2e))
 	}
@@ -207,37 +201,11 @@ func ms(d time.Duration) string {
 func describeDrain(r cellResult) string {
 	signals, consumer := "", "the direct consumer"
 	if !r.Config.Direct {
-		signals = fmt.Sprintf("; %d signals", r.Signals)
+		signals = fmt.Sprintf("; %d signals, %d workflow tasks (%.2f per message)", r.Signals, r.WorkflowTasks,
+			float64(r.WorkflowTasks)/float64(max(r.Messages, 1)))
 		consumer = fmt.Sprintf("the bridge and %d worker process(es)", r.Config.Workers)
 	}
 	return fmt.Sprintf("backlog of %d messages (%d distinct events, %d duplicates, %d orders) drained by %s (concurrency %d, batch size %d) in %.1fs = %.1f events/s (%.1f messages/s)%s; first effect %.1fs after the consumer started (the backlog was published in %.1fs before it started)",
 		r.Messages, r.Events, r.Duplicates, r.Config.Orders, consumer, r.Config.Concurrency, r.Config.BatchSize,
 		r.Elapsed.Seconds(), r.Rate, r.MessageRate, signals, r.Startup.Seconds(), r.Publish.Seconds())
-}
-
-// metricsLine says where the e2e run's /metrics are and gives the means of
-// a few SDK metrics and the workflow tasks per message.
-func metricsLine(dir string, r cellResult) string {
-	var sb strings.Builder
-	fmt.Fprintf(&sb, "/metrics in %s; SDK means:", dir)
-	for _, m := range sdkMeans {
-		k := m.process + ":" + m.metric
-		if v, ok := r.Metrics[k]; ok {
-			fmt.Fprintf(&sb, " %s %s=%s (n=%.0f)", m.process, metricLabel(m.metric, m.filter),
-				time.Duration(v*float64(time.Second)).Round(100*time.Microsecond), r.Metrics[k+"_count"])
-		}
-	}
-	if n := r.Metrics["worker1:temporal_workflow_task_execution_latency_seconds_count"]; n > 0 && r.Config.Workers == 1 {
-		fmt.Fprintf(&sb, "; %.2f workflow tasks per message", n/float64(r.Messages))
-	}
-	return sb.String()
-}
-
-// metricLabel is a short name of an SDK metric for the metrics line.
-func metricLabel(metric, filter string) string {
-	l := strings.TrimSuffix(strings.TrimPrefix(metric, "temporal_"), "_seconds")
-	if _, op, ok := strings.Cut(filter, `operation="`); ok {
-		l = strings.TrimSuffix(op, `"`)
-	}
-	return l
 }
