@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"log/slog"
+	"sort"
 	"sync"
 	"time"
 
@@ -159,20 +160,53 @@ type ProducerGaps struct {
 // GapsFunc reads the suspected losses of every producer seen.
 type GapsFunc func(ctx context.Context) ([]ProducerGaps, error)
 
-// SequenceStats exports the suspected losses, per producer. They are the
-// database's view, the same on every bridge. Refresh reads them (run it in
-// the background, see obs.Server.AddRefresher); a scrape serves the last
-// reading, with its age, and costs no database round trip.
+// DefaultGapSeries is how many producers get series of their own unless
+// NewSequenceStats is told otherwise.
+const DefaultGapSeries = 20
+
+// SequenceStats exports the suspected losses. They are the database's view,
+// the same on every bridge. Refresh reads them (run it in the background,
+// see obs.Server.AddRefresher); a scrape serves the last reading, with its
+// age, and costs no database round trip.
+//
+// The label set is bounded: only watched producers with suspected losses
+// get series of their own (orderflow_sequence_gaps and
+// orderflow_sequence_missing_messages, by producer_id), at most a fixed
+// number of them, those missing the most messages. Totals without the label
+// count every producer: the watched ones (every producer, unless an
+// allow-list names the watched ones) and, apart, the unwatched ones, whose
+// losses never raise a per-producer series.
 type SequenceStats struct {
 	read    GapsFunc
 	log     *slog.Logger
-	gaps    *prometheus.Desc
-	missing *prometheus.Desc
-	age     *prometheus.Desc
+	series  int
+	watched map[string]bool // nil: every producer is watched
+
+	gaps, missing, age, producers *prometheus.Desc
+	watchedProducers, watchedGaps, watchedMissing,
+	unwatchedProducers, unwatchedGaps, unwatchedMissing *prometheus.Desc
 
 	mu   sync.Mutex
-	last []ProducerGaps
+	last gapReading
 	at   time.Time
+}
+
+// gapTotals sums the suspected losses of a set of producers.
+type gapTotals struct {
+	producers, gaps, missing int64
+}
+
+func (t *gapTotals) add(p ProducerGaps) {
+	t.producers++
+	t.gaps += p.Gaps
+	t.missing += p.Missing
+}
+
+// gapReading is one reading, ready to serve.
+type gapReading struct {
+	known              int
+	top                []ProducerGaps // watched, with suspected losses, most missing first
+	watched, unwatched gapTotals
 }
 
 // SequenceReadTimeout bounds one reading of the suspected losses.
@@ -180,20 +214,40 @@ const SequenceReadTimeout = 5 * time.Second
 
 // NewSequenceStats reads the suspected losses with read at each Refresh
 // (within SequenceReadTimeout; on failure it keeps the last reading and logs
-// a warning).
-func NewSequenceStats(read GapsFunc, log *slog.Logger) *SequenceStats {
-	return &SequenceStats{
-		read: read,
-		log:  log,
-		gaps: prometheus.NewDesc("orderflow_sequence_gaps",
-			"Holes in a producer's sequence open longer than the gap window (suspected losses), per producer.",
-			[]string{"producer_id"}, nil),
-		missing: prometheus.NewDesc("orderflow_sequence_missing_messages",
-			"Messages in the holes of orderflow_sequence_gaps, per producer.",
-			[]string{"producer_id"}, nil),
-		age: prometheus.NewDesc("orderflow_sequence_gaps_age_seconds",
-			"Seconds since the suspected losses were last read (absent before the first reading).", nil, nil),
+// a warning). At most series producers (DefaultGapSeries when series < 1)
+// get series of their own; watched, when not empty, lists the producer IDs
+// whose losses alert (empty: every producer's).
+func NewSequenceStats(read GapsFunc, log *slog.Logger, series int, watched []string) *SequenceStats {
+	if series < 1 {
+		series = DefaultGapSeries
 	}
+	s := &SequenceStats{read: read, log: log, series: series}
+	if len(watched) > 0 {
+		s.watched = map[string]bool{}
+		for _, id := range watched {
+			s.watched[id] = true
+		}
+	}
+	desc := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, labels, nil)
+	}
+	s.gaps = desc("orderflow_sequence_gaps",
+		"Holes in a watched producer's sequence open longer than the gap window (suspected losses), per producer; only producers with such holes, "+
+			"at most -gap-series of them (those missing the most messages).", "producer_id")
+	s.missing = desc("orderflow_sequence_missing_messages",
+		"Messages in the holes of orderflow_sequence_gaps, per producer (the same producers).", "producer_id")
+	s.age = desc("orderflow_sequence_gaps_age_seconds",
+		"Seconds since the suspected losses were last read (absent before the first reading).")
+	s.producers = desc("orderflow_sequence_producers", "Producers whose sequence numbers are recorded (retired by orderflow prune).")
+	s.watchedProducers = desc("orderflow_sequence_watched_gap_producers",
+		"Watched producers (every producer unless -gap-producers lists them) with suspected losses.")
+	s.watchedGaps = desc("orderflow_sequence_watched_gaps", "Holes open longer than the gap window, over every watched producer.")
+	s.watchedMissing = desc("orderflow_sequence_watched_missing_messages", "Messages in those holes, over every watched producer.")
+	s.unwatchedProducers = desc("orderflow_sequence_unwatched_gap_producers",
+		"Producers left out of -gap-producers with suspected losses (0 without -gap-producers).")
+	s.unwatchedGaps = desc("orderflow_sequence_unwatched_gaps", "Holes open longer than the gap window, over the unwatched producers.")
+	s.unwatchedMissing = desc("orderflow_sequence_unwatched_missing_messages", "Messages in those holes, over the unwatched producers.")
+	return s
 }
 
 // Refresh reads the suspected losses and keeps them for the next scrapes.
@@ -205,29 +259,73 @@ func (s *SequenceStats) Refresh(ctx context.Context) {
 		s.log.Warn("cannot read the producers' sequence gaps for /metrics", "err", err)
 		return
 	}
+	r := s.summarize(ps)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.last, s.at = ps, time.Now()
+	s.last, s.at = r, time.Now()
+}
+
+// summarize splits a reading into the watched and unwatched producers'
+// totals and the watched producers that get series of their own.
+func (s *SequenceStats) summarize(ps []ProducerGaps) gapReading {
+	r := gapReading{known: len(ps)}
+	for _, p := range ps {
+		switch {
+		case p.Gaps == 0:
+		case s.watched == nil || s.watched[p.ProducerID]:
+			r.watched.add(p)
+			r.top = append(r.top, p)
+		default:
+			r.unwatched.add(p)
+		}
+	}
+	sort.Slice(r.top, func(i, j int) bool {
+		a, b := r.top[i], r.top[j]
+		if a.Missing != b.Missing {
+			return a.Missing > b.Missing
+		}
+		return a.ProducerID < b.ProducerID
+	})
+	if len(r.top) > s.series {
+		r.top = r.top[:s.series]
+	}
+	return r
 }
 
 // Describe implements prometheus.Collector.
 func (s *SequenceStats) Describe(ch chan<- *prometheus.Desc) {
-	ch <- s.gaps
-	ch <- s.missing
-	ch <- s.age
+	for _, d := range []*prometheus.Desc{s.gaps, s.missing, s.age, s.producers, s.watchedProducers, s.watchedGaps,
+		s.watchedMissing, s.unwatchedProducers, s.unwatchedGaps, s.unwatchedMissing} {
+		ch <- d
+	}
 }
 
 // Collect implements prometheus.Collector: it serves the last reading.
 func (s *SequenceStats) Collect(ch chan<- prometheus.Metric) {
 	s.mu.Lock()
-	ps, at := s.last, s.at
+	r, at := s.last, s.at
 	s.mu.Unlock()
 	if at.IsZero() {
 		return
 	}
-	ch <- prometheus.MustNewConstMetric(s.age, prometheus.GaugeValue, time.Since(at).Seconds())
-	for _, p := range ps {
-		ch <- prometheus.MustNewConstMetric(s.gaps, prometheus.GaugeValue, float64(p.Gaps), p.ProducerID)
-		ch <- prometheus.MustNewConstMetric(s.missing, prometheus.GaugeValue, float64(p.Missing), p.ProducerID)
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	gauge(s.age, time.Since(at).Seconds())
+	gauge(s.producers, float64(r.known))
+	for _, t := range []struct {
+		totals                   gapTotals
+		producers, gaps, missing *prometheus.Desc
+	}{
+		{r.watched, s.watchedProducers, s.watchedGaps, s.watchedMissing},
+		{r.unwatched, s.unwatchedProducers, s.unwatchedGaps, s.unwatchedMissing},
+	} {
+		gauge(t.producers, float64(t.totals.producers))
+		gauge(t.gaps, float64(t.totals.gaps))
+		gauge(t.missing, float64(t.totals.missing))
+	}
+	for _, p := range r.top {
+		gauge(s.gaps, float64(p.Gaps), p.ProducerID)
+		gauge(s.missing, float64(p.Missing), p.ProducerID)
 	}
 }

@@ -24,6 +24,9 @@ const (
 	DefaultLogLevel          = "info"
 	DefaultTemporalUI        = "http://127.0.0.1:8233"
 	DefaultGapWindow         = 5 * time.Minute
+	// DefaultGapSeries is how many producers get series of their own in
+	// the suspected-loss metrics.
+	DefaultGapSeries = 20
 	// DefaultRedisURL is the local stack's Redis (scripts/stack.sh).
 	DefaultRedisURL = "redis://127.0.0.1:6379/0"
 	// RedisOff as REDIS_URL turns Redis off, like the flag -redis-url= does.
@@ -67,6 +70,13 @@ type Config struct {
 	// GapWindow is how long a hole in a producer's sequence stays open
 	// before it counts as a suspected loss.
 	GapWindow time.Duration
+	// GapSeries bounds the producers that get series of their own in the
+	// suspected-loss metrics: those with the most missing messages.
+	GapSeries int
+	// GapProducers is the comma-separated allow-list of the producer IDs
+	// whose suspected losses alert; empty, every producer's do. See
+	// GapProducerIDs.
+	GapProducers string
 	// RedisURL is the Redis the bridges share as their duplicate filter's
 	// middle tier (redis://, or rediss:// for TLS); empty turns that tier
 	// off (RedisOff as a value, since an empty variable counts as unset).
@@ -110,6 +120,10 @@ var (
 	TemporalUI    = Setting{Flag: "temporal-ui", Env: "TEMPORAL_UI", Usage: "base URL of the Temporal UI, for links to an order's workflow"}
 	GapWindow     = Setting{Flag: "gap-window", Env: "ORDERFLOW_GAP_WINDOW",
 		Usage: "how long a hole in a producer's sequence stays open before it counts as a suspected loss"}
+	GapSeries = Setting{Flag: "gap-series", Env: "ORDERFLOW_GAP_SERIES",
+		Usage: "how many producers with suspected losses (those missing the most messages) get series of their own in /metrics; the totals count every producer"}
+	GapProducers = Setting{Flag: "gap-producers", Env: "ORDERFLOW_GAP_PRODUCERS",
+		Usage: "comma-separated producer IDs whose suspected losses alert (empty: every producer's); the others' are counted apart, in the unwatched totals"}
 	RedisURL = Setting{Flag: "redis-url", Env: "REDIS_URL",
 		Usage: "Redis URL of the duplicate filter the bridges share (rediss:// for TLS; off, or the flag empty: no Redis, the filter asks the ledger)", Secret: true}
 )
@@ -126,6 +140,7 @@ func Defaults() Config {
 		ConsumerGroup:     DefaultConsumerGroup,
 		LogLevel:          DefaultLogLevel,
 		GapWindow:         DefaultGapWindow,
+		GapSeries:         DefaultGapSeries,
 		RedisURL:          DefaultRedisURL,
 	}
 }
@@ -188,6 +203,29 @@ func (c *Config) RegisterConsumerGroup(s *Set) {
 // RegisterGapWindow registers the window of loss detection.
 func (c *Config) RegisterGapWindow(s *Set) {
 	s.Duration(&c.GapWindow, DefaultGapWindow, GapWindow)
+}
+
+// RegisterGapMetrics registers how the bridge exports suspected losses:
+// the bound on per-producer series and the allow-list of the producers
+// that alert.
+func (c *Config) RegisterGapMetrics(s *Set) {
+	s.Int(&c.GapSeries, DefaultGapSeries, GapSeries)
+	s.String(&c.GapProducers, "", GapProducers)
+}
+
+// GapProducerIDs is GapProducers as a list: split at commas, spaces
+// trimmed, empty entries and repeats dropped; nil when no producer is
+// listed.
+func (c *Config) GapProducerIDs() []string {
+	var ids []string
+	seen := map[string]bool{}
+	for _, id := range strings.Split(c.GapProducers, ",") {
+		if id = strings.TrimSpace(id); id != "" && !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }
 
 // RegisterLog registers the log level.

@@ -87,6 +87,7 @@ func parseBridgeConfig(args []string, lookup func(string) (string, bool), out io
 	cfg.RegisterRocketMQ(s)
 	cfg.RegisterConsumerGroup(s)
 	cfg.RegisterGapWindow(s)
+	cfg.RegisterGapMetrics(s)
 	cfg.RegisterLog(s)
 	cfg.RegisterRedis(s)
 	b := func(flag, env, usage string) config.Setting {
@@ -142,6 +143,14 @@ func parseBridgeConfig(args []string, lookup func(string) (string, bool), out io
 	}
 	if cfg.GapWindow < 0 {
 		errs = append(errs, fmt.Errorf("-gap-window: %s is negative", cfg.GapWindow))
+	}
+	if cfg.GapSeries < 1 {
+		errs = append(errs, fmt.Errorf("-gap-series: %d is not an integer >= 1", cfg.GapSeries))
+	}
+	for _, id := range cfg.GapProducerIDs() {
+		if !fsm.ValidProducerID(id) {
+			errs = append(errs, fmt.Errorf("-gap-producers: %q is not a producer ID (%s)", id, fsm.ProducerIDRule))
+		}
 	}
 	if r := cfg.Dedup.BloomFPRate; !(r > 0 && r < 1) {
 		errs = append(errs, fmt.Errorf("-dedup-bloom-fp-rate: %g is not between 0 and 1", r))
@@ -243,7 +252,7 @@ func newBridge(cfg bridgeConfig, d bridgeDeps) (*Bridge, error) {
 	}
 	var seq *bridge.SequenceStats
 	if d.Gaps != nil {
-		seq = bridge.NewSequenceStats(d.Gaps, d.Log)
+		seq = bridge.NewSequenceStats(d.Gaps, d.Log, cfg.GapSeries, cfg.GapProducerIDs())
 		if err := d.Registry.Register(seq); err != nil {
 			return nil, fmt.Errorf("bridge metrics: %w", err)
 		}

@@ -89,6 +89,8 @@ func TestParseBridgeConfigErrors(t *testing.T) {
 		{[]string{"-topic", ""}, nil, []string{"-topic must not be empty"}},
 		{[]string{"-workflow-max-events", "-1"}, nil, []string{"-workflow-max-events: -1 is not an integer >= 0"}},
 		{nil, map[string]string{"ORDERFLOW_GAP_WINDOW": "-1s"}, []string{"-gap-window: -1s is negative"}},
+		{[]string{"-gap-series", "0"}, nil, []string{"-gap-series: 0 is not an integer >= 1"}},
+		{nil, map[string]string{"ORDERFLOW_GAP_PRODUCERS": "shop-a, shop b"}, []string{`-gap-producers: "shop b" is not a producer ID (1-64 characters`}},
 		{[]string{"publsh"}, nil, []string{`unexpected argument "publsh"`}},
 		{[]string{"-no-such-flag"}, nil, []string{"flag provided but not defined"}},
 		{[]string{"-dedup-bloom-capacity", "0"}, nil, []string{"-dedup-bloom-capacity: 0 is not an integer >= 1"}},
@@ -113,6 +115,28 @@ func TestParseBridgeConfigErrors(t *testing.T) {
 	}
 }
 
+// The loss metrics' settings: the series bound and the allow-list, from
+// the environment and overridden by the flags.
+func TestParseBridgeConfigGapMetrics(t *testing.T) {
+	cfg, err := parseBridgeConfig(nil, envOf(nil), &bytes.Buffer{})
+	if err != nil || cfg.GapSeries != 20 || cfg.GapProducerIDs() != nil {
+		t.Fatalf("defaults: series %d, producers %q, %v; want 20 and none", cfg.GapSeries, cfg.GapProducerIDs(), err)
+	}
+	e := envOf(map[string]string{"ORDERFLOW_GAP_SERIES": "5", "ORDERFLOW_GAP_PRODUCERS": " shop-a,shop.b:1 ,,shop-a"})
+	if cfg, err = parseBridgeConfig(nil, e, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(cfg.GapProducerIDs(), "|"); cfg.GapSeries != 5 || got != "shop-a|shop.b:1" {
+		t.Fatalf("from the environment: series %d, producers %s", cfg.GapSeries, got)
+	}
+	if cfg, err = parseBridgeConfig([]string{"-gap-series", "50", "-gap-producers", "shop-c"}, e, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(cfg.GapProducerIDs(), "|"); cfg.GapSeries != 50 || got != "shop-c" {
+		t.Fatalf("flags over the environment: series %d, producers %s", cfg.GapSeries, got)
+	}
+}
+
 func TestHelpListsEveryFlagWithItsVariable(t *testing.T) {
 	var out bytes.Buffer
 	_, err := parseBridgeConfig([]string{"-h"}, envOf(nil), &out)
@@ -126,7 +150,8 @@ func TestHelpListsEveryFlagWithItsVariable(t *testing.T) {
 		"dedup": "ORDERFLOW_BRIDGE_DEDUP", "dedup-bloom-capacity": "ORDERFLOW_BRIDGE_DEDUP_BLOOM_CAPACITY",
 		"dedup-bloom-fp-rate": "ORDERFLOW_BRIDGE_DEDUP_BLOOM_FP_RATE", "dedup-redis-ttl": "ORDERFLOW_BRIDGE_DEDUP_REDIS_TTL",
 		"dedup-redis-timeout": "ORDERFLOW_BRIDGE_DEDUP_REDIS_TIMEOUT", "dedup-ledger-timeout": "ORDERFLOW_BRIDGE_DEDUP_LEDGER_TIMEOUT",
-		"undeliverable-after": "ORDERFLOW_BRIDGE_UNDELIVERABLE_AFTER"} {
+		"undeliverable-after": "ORDERFLOW_BRIDGE_UNDELIVERABLE_AFTER", "gap-series": "ORDERFLOW_GAP_SERIES",
+		"gap-producers": "ORDERFLOW_GAP_PRODUCERS"} {
 		if !strings.Contains(out.String(), "-"+flag+"\n") || !strings.Contains(out.String(), env) {
 			t.Errorf("help lacks -%s / %s:\n%s", flag, env, out.String())
 		}

@@ -133,6 +133,7 @@ func TestGapsTwoBridgesShuffled(t *testing.T) {
 	// Each bridge reads the gaps in the background: bridge 1's reading may
 	// lag bridge 0's by an interval.
 	waitMetric(t, bridges[1].Addr(), missing, float64(len(lost)+1))
+	waitMetric(t, bridges[1].Addr(), "orderflow_sequence_watched_missing_messages", float64(len(lost)+1))
 
 	// Late arrivals close the holes: the lost numbers, and a valid copy
 	// of the invalid one.
@@ -141,7 +142,9 @@ func TestGapsTwoBridgesShuffled(t *testing.T) {
 	}
 	send(badSeq, true)
 	waitGaps(t, st, pid, n, int64(len(seqs)+len(lost)), nil)
-	waitMetric(t, bridges[1].Addr(), series, 0)
+	// A producer without suspected losses has no series (-1: absent).
+	waitMetric(t, bridges[1].Addr(), series, -1)
+	waitMetric(t, bridges[1].Addr(), "orderflow_sequence_watched_missing_messages", 0)
 }
 
 // waitGaps waits until producer pid's numbers reach highest with exactly
