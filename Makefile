@@ -1,5 +1,6 @@
-# orderflow — see README.md. The local stack logic lives in scripts/stack.sh;
-# data and logs in .data/, downloaded tools in ~/.cache/orderflow.
+# orderflow — see README.md. The local stack: scripts/stack.sh, one file per
+# service in scripts/stack/; data and logs in .data/, downloaded tools in
+# ~/.cache/orderflow.
 
 GO ?= go
 # Two packages at a time (the services share the machine), never a cached
@@ -33,7 +34,7 @@ STATICCHECK ?= $(ORDERFLOW_CACHE)/tools/staticcheck-$(STATICCHECK_VERSION)
 
 # The RocketMQ profile of the local stack: single (one broker, the default)
 # or ha (two brokers in controller mode, synchronous replication); see
-# scripts/stack.sh. `make up ROCKETMQ=ha` after a `make down`.
+# scripts/stack/rocketmq-ha.sh. `make up ROCKETMQ=ha` after a `make down`.
 ROCKETMQ ?= $(or $(ORDERFLOW_ROCKETMQ_PROFILE),single)
 ROCKETMQ := $(ROCKETMQ)
 export ORDERFLOW_ROCKETMQ_PROFILE := $(ROCKETMQ)
@@ -41,7 +42,8 @@ export ORDERFLOW_ROCKETMQ_PROFILE := $(ROCKETMQ)
 # The Temporal profile of the local stack: dev (`temporal server start-dev`,
 # the default, for make demo and make test) or server (the Temporal server
 # on the local PostgreSQL, ORDERFLOW_TEMPORAL_SHARDS history shards, default
-# 4); see scripts/stack.sh. `make up TEMPORAL=server` after a `make down`.
+# 4); see scripts/stack/temporal-server.sh. `make up TEMPORAL=server` after
+# a `make down`.
 TEMPORAL ?= $(or $(ORDERFLOW_TEMPORAL_PROFILE),dev)
 TEMPORAL := $(TEMPORAL)
 export ORDERFLOW_TEMPORAL_PROFILE := $(TEMPORAL)

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # proc.sh — process helpers shared by stack.sh and demo.sh (sourced, not run).
 # The sourcing script defines say.
 
@@ -14,7 +15,7 @@ pid_alive() {
 # stop_pid NAME PIDFILE PATTERN [SECONDS]: SIGTERM, wait up to SECONDS
 # (default 30), then SIGKILL; removes PIDFILE.
 stop_pid() {
-	local pid i
+	local pid
 	if ! pid_alive "$2" "$3"; then
 		rm -f "$2"
 		say "$1" "stopped"
@@ -22,7 +23,7 @@ stop_pid() {
 	fi
 	pid=$(cat "$2")
 	kill -TERM "$pid" 2>/dev/null || true
-	for i in $(seq 1 $((${4:-30} * 10))); do
+	for _ in $(seq 1 $((${4:-30} * 10))); do
 		[ -d "/proc/$pid" ] || break
 		sleep 0.1
 	done
