@@ -248,8 +248,10 @@ func decodeStored(d store.DeadLetterRow) (wire.Envelope, string) {
 	return env, compression
 }
 
-// deliverDeadLetters re-delivers the items a replay delivers, marks each
-// dead letter replayed as soon as Temporal accepted its signal, then waits
+// deliverDeadLetters re-delivers the items a replay delivers, records the
+// sequence number an event carries (a parked message recorded none), marks
+// each dead letter replayed as soon as Temporal accepted its signal, then
+// waits
 // for the workflows to record the decisions and records them as the
 // outcomes.
 func deliverDeadLetters(ctx context.Context, db *store.Store, cfg config.Config, params workflows.Params,
@@ -277,6 +279,14 @@ func deliverDeadLetters(ctx context.Context, db *store.Store, cfg config.Config,
 		cancel()
 		if err != nil {
 			return fmt.Errorf("the Temporal server at %s: dead letter %d: %w", c.addr, it.ID, err)
+		}
+		// The event reached its workflow: its sequence number is recorded as
+		// the bridge records a delivered event's, before the dead letter is
+		// marked, so that a replay stopped in between records it next time.
+		if it.event.ProducerID != "" && it.event.Seq > 0 {
+			if err := db.RecordSeq(ctx, it.event.ProducerID, it.event.Seq); err != nil {
+				return fmt.Errorf("dead letter %d: %w", it.ID, err)
+			}
 		}
 		it.Action, it.Outcome = actionDelivered, store.ReplayDelivered
 		if it.recorded && it.Now == string(fsm.Duplicate) {

@@ -54,6 +54,28 @@ func TestDLQReplay(t *testing.T) {
 		return r.ID
 	}
 	oldRule := "invalid_field: amount_cents: must be below 500 (a rule since dropped)"
+	// d's first event is number 2 of a producer whose numbers 1 and 3 a
+	// bridge recorded; parked, it recorded nothing: a hole until replayed.
+	pid := uniq.Name("rp-producer")
+	numbered := event(d, 1, fsm.Created, 900)
+	numbered.ProducerID, numbered.Seq = pid, 2
+	for _, n := range []int64{1, 3} {
+		if err := p.s.RecordSeq(ctx, pid, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	holes := func() [][2]int64 {
+		t.Helper()
+		ps, err := p.s.SequenceGaps(ctx, pid)
+		if err != nil || len(ps) != 1 {
+			t.Fatalf("SequenceGaps(%s) = %+v, %v", pid, ps, err)
+		}
+		out := [][2]int64{}
+		for _, g := range ps[0].Gaps {
+			out = append(out, [2]int64{g.From, g.To})
+		}
+		return out
+	}
 	ids := map[string]int64{
 		"a-v2-applied":   park(envelope(event(a, 2, fsm.Paid, 700)), oldRule),
 		"a-v1-duplicate": park(envelope(event(a, 1, fsm.Created, 700)), oldRule),
@@ -61,7 +83,7 @@ func TestDLQReplay(t *testing.T) {
 		"c-v3-illegal":   park(envelope(event(c, 3, fsm.Shipped, 100)), oldRule),
 		// Parked by the bridge while Temporal was down for longer than
 		// -undeliverable-after: a valid event, delivered by the replay.
-		"d-v1-new-order": park(envelope(event(d, 1, fsm.Created, 900)),
+		"d-v1-new-order": park(envelope(numbered),
 			"undeliverable: not delivered for 1h0m40s: temporal: gave up after 11 attempts: rpc error: code = Unavailable desc = connection refused"),
 		"malformed": park(wire.NewEnvelope("ORDER_EVENTS", "M-bad", a, "PAID", []byte(`{"order_id":`), time.Time{}, false), "malformed_json: unexpected end of JSON input"),
 		// A zlib bomb, parked compressed by a bridge of an earlier release (no compression stored).
@@ -133,6 +155,9 @@ func TestDLQReplay(t *testing.T) {
 	if after := snapshot(); after != before {
 		t.Errorf("the dry run changed the database:\nbefore %s\nafter  %s", before, after)
 	}
+	if h := holes(); len(h) != 1 || h[0] != [2]int64{2, 2} {
+		t.Errorf("after the dry run: holes %v, want [2 2]", h)
+	}
 	// The table for people.
 	if code, out, errOut := runCmd(append(append([]string{"dlq", "replay"}, p.env()...), "-dry-run")...); code != 0 ||
 		!strings.Contains(out, "would deliver") || !strings.Contains(out, "dry run: 8 dead letters: 5 would deliver, 3 kept") {
@@ -155,6 +180,9 @@ func TestDLQReplay(t *testing.T) {
 	code, real, out := replay()
 	if code != 0 {
 		t.Fatalf("replay: exit %d\n%s", code, out)
+	}
+	if h := holes(); len(h) != 0 {
+		t.Errorf("after the replay delivered number 2: holes %v, want none", h)
 	}
 	got = byID(real)
 	for name, w := range want {
