@@ -9,8 +9,6 @@ import (
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
-
-	"github.com/orderflow/orderflow/workflows/api"
 )
 
 // Defaults of the shared settings.
@@ -27,6 +25,9 @@ const (
 	// DefaultGapSeries is how many producers get series of their own in
 	// the suspected-loss metrics.
 	DefaultGapSeries = 20
+	// DefaultTaskQueue is the task queue of OrderWorkflow and its
+	// activities unless configured otherwise (ORDERFLOW_TASK_QUEUE).
+	DefaultTaskQueue = "orderflow"
 	// DefaultRedisURL is the local stack's Redis (scripts/stack.sh).
 	DefaultRedisURL = "redis://127.0.0.1:6379/0"
 	// RedisOff as REDIS_URL turns Redis off, like the flag -redis-url= does.
@@ -133,7 +134,7 @@ func Defaults() Config {
 	return Config{
 		TemporalAddress:   DefaultTemporalAddress,
 		TemporalNamespace: DefaultTemporalNamespace,
-		TaskQueue:         api.DefaultTaskQueue,
+		TaskQueue:         DefaultTaskQueue,
 		DatabaseURL:       DefaultDatabaseURL,
 		RocketMQNamesrv:   DefaultRocketMQNamesrv,
 		Topic:             DefaultTopic,
@@ -179,7 +180,7 @@ func (c *Config) RegisterTemporal(s *Set) {
 	s.String(&c.TemporalTLSServerName, "", TemporalTLSServerName)
 	s.String(&c.TemporalProfile, "", TemporalProfile)
 	s.String(&c.TemporalConfigFile, "", TemporalConfigFile)
-	s.String(&c.TaskQueue, api.DefaultTaskQueue, TaskQueue)
+	s.String(&c.TaskQueue, DefaultTaskQueue, TaskQueue)
 }
 
 // RegisterDatabase registers DATABASE_URL.
@@ -317,7 +318,7 @@ func Core() []CoreSetting {
 	return []CoreSetting{
 		{TemporalAddress, DefaultTemporalAddress},
 		{TemporalNamespace, DefaultTemporalNamespace},
-		{TaskQueue, api.DefaultTaskQueue},
+		{TaskQueue, DefaultTaskQueue},
 		{DatabaseURL, DefaultDatabaseURL},
 		{RocketMQNamesrv, DefaultRocketMQNamesrv},
 		{Topic, DefaultTopic},

@@ -22,8 +22,8 @@ import (
 	"github.com/orderflow/orderflow/internal/obs"
 	"github.com/orderflow/orderflow/internal/profiling"
 	"github.com/orderflow/orderflow/internal/tracing"
-	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/store"
+	"github.com/orderflow/orderflow/wire"
 	"github.com/orderflow/orderflow/workflows"
 )
 
@@ -264,7 +264,7 @@ func newBridge(cfg bridgeConfig, d bridgeDeps) (*Bridge, error) {
 		Goroutines:         cfg.Concurrency,
 		BatchSize:          cfg.BatchSize,
 		MaxRetryDelayLevel: cfg.MaxRetryDelayLevel,
-		MaxInflatedBody:    message.MaxBodySize,
+		MaxInflatedBody:    wire.MaxBodySize,
 		AccessKey:          cfg.RocketMQAccessKey,
 		SecretKey:          cfg.RocketMQSecretKey,
 	}, h.HandleBatch)
@@ -469,7 +469,7 @@ func openDedup(ctx context.Context, cfg bridgeConfig, namespace string, ledger d
 
 // temporalDeliver delivers events with workflows.Deliver.
 func temporalDeliver(c client.Client, taskQueue string, p workflows.Params) bridge.DeliverFunc {
-	return func(ctx context.Context, e fsm.Event, src message.Envelope) error {
+	return func(ctx context.Context, e fsm.Event, src wire.Envelope) error {
 		return workflows.Deliver(ctx, c, taskQueue, p, e, &src)
 	}
 }
@@ -494,7 +494,7 @@ func deliverySize(it bridge.Item) (int, error) {
 
 // storePark parks dead letters in the database.
 func storePark(s *store.Store) bridge.ParkFunc {
-	return func(ctx context.Context, dl message.DeadLetter) error {
+	return func(ctx context.Context, dl wire.DeadLetter) error {
 		_, err := s.ParkDeadLetter(ctx, dl)
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/orderflow/orderflow/internal/uniq"
 	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/store"
+	"github.com/orderflow/orderflow/wire"
 )
 
 // TestGapsTwoBridgesShuffled: two bridges of one consumer group record the
@@ -43,7 +44,7 @@ func TestGapsTwoBridgesShuffled(t *testing.T) {
 		GracePeriod: 10 * time.Second, RetryFor: 2 * time.Second, AttemptTimeout: time.Second,
 		MaxRetryDelayLevel: 1, Workflow: testParams}
 	// No Temporal: this test is about the numbers, so delivery succeeds at once.
-	deliver := func(context.Context, fsm.Event, message.Envelope) error { return nil }
+	deliver := func(context.Context, fsm.Event, wire.Envelope) error { return nil }
 	var bridges []*Bridge
 	for i := 0; i < 2; i++ {
 		log := obs.NewLogger(testWriter(t), slog.LevelWarn, "bridge")

@@ -24,6 +24,7 @@ import (
 	gormlogger "gorm.io/gorm/logger"
 
 	"github.com/orderflow/orderflow/activities"
+	"github.com/orderflow/orderflow/api"
 	"github.com/orderflow/orderflow/bridge"
 	"github.com/orderflow/orderflow/config"
 	"github.com/orderflow/orderflow/fsm"
@@ -33,7 +34,6 @@ import (
 	"github.com/orderflow/orderflow/internal/uniq"
 	"github.com/orderflow/orderflow/store"
 	"github.com/orderflow/orderflow/workflows"
-	"github.com/orderflow/orderflow/workflows/api"
 )
 
 // testParams keep test workflows short-lived.

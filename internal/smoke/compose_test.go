@@ -17,9 +17,9 @@ import (
 	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
 
+	"github.com/orderflow/orderflow/api"
 	"github.com/orderflow/orderflow/config"
 	"github.com/orderflow/orderflow/internal/tracing"
-	"github.com/orderflow/orderflow/workflows/api"
 )
 
 // Local ports of the stack (scripts/stack.sh and DESIGN.md); docker-compose
@@ -245,8 +245,8 @@ func composeProblems(root string, p *types.Project) []string {
 				}
 			}
 		}
-		if e["ORDERFLOW_TASK_QUEUE"] != api.DefaultTaskQueue {
-			bad("service %s: ORDERFLOW_TASK_QUEUE = %q, want api.DefaultTaskQueue %q", svc, e["ORDERFLOW_TASK_QUEUE"], api.DefaultTaskQueue)
+		if e["ORDERFLOW_TASK_QUEUE"] != config.DefaultTaskQueue {
+			bad("service %s: ORDERFLOW_TASK_QUEUE = %q, want config.DefaultTaskQueue %q", svc, e["ORDERFLOW_TASK_QUEUE"], config.DefaultTaskQueue)
 		}
 		sc := p.Services[svc]
 		if want := []string{"./" + svc}; !slices.Equal([]string(sc.Command), want) {

@@ -21,10 +21,6 @@ const (
 	ErrTypeUnknownOrder        = api.ErrTypeUnknownOrder
 )
 
-// DefaultTaskQueue is the task queue of OrderWorkflow and its activities
-// unless configured otherwise (ORDERFLOW_TASK_QUEUE); config owns it.
-const DefaultTaskQueue = "orderflow"
-
 // OrderStatusKey is api.OrderStatusKey.
 var OrderStatusKey = api.OrderStatusKey
 
