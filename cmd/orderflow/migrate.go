@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 
 	"github.com/orderflow/orderflow/config"
@@ -64,7 +65,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	res, err := migrations.Apply(ctx, db)
 	if err != nil {
-		return fmt.Errorf("migrate PostgreSQL at %s: %w", where, redactErr(err, cfg.DatabaseURL))
+		return fmt.Errorf("migrate PostgreSQL at %s%s: %w", where, privilegeHint(err), redactErr(err, cfg.DatabaseURL))
 	}
 	if len(res.Applied) == 0 {
 		fmt.Fprintf(stdout, "schema is current at version %d\n", res.Version)
@@ -72,6 +73,16 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	fmt.Fprintf(stdout, "applied %s; schema at version %d\n", strings.Join(res.Applied, ", "), res.Version)
 	return nil
+}
+
+// privilegeHint explains a refusal for want of privilege (SQLSTATE 42501):
+// migrate ran as a role that may not change the schema.
+func privilegeHint(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42501" {
+		return " (this role may not change the schema: run orderflow migrate as the database's owner; the worker and the bridge use a role with data rights only)"
+	}
+	return ""
 }
 
 // redactErr replaces the database URL, should an error quote it, by its

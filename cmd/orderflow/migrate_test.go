@@ -62,3 +62,24 @@ func TestMigrateUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestMigrateAsTheRuntimeRoleSaysToUseTheOwner: a role with data rights
+// only cannot migrate; migrate says to run it as the owner, and nothing is
+// created.
+func TestMigrateAsTheRuntimeRoleSaysToUseTheOwner(t *testing.T) {
+	_, ownerDSN := testenv.NewEmptyDatabase(t)
+	runtimeDSN := testenv.NewRuntimeRole(t, ownerDSN)
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"migrate", "-timeout", "1m", "-database-url", runtimeDSN}, &out, &errOut)
+	text := out.String() + errOut.String()
+	if code != 1 || !strings.Contains(text, "run orderflow migrate as the database's owner") {
+		t.Errorf("migrate as the runtime role: exit %d, want 1 saying to run it as the owner\n%s", code, text)
+	}
+	var exists bool
+	if err := openSQL(t, ownerDSN).QueryRow(`SELECT to_regclass('public.goose_db_version') IS NOT NULL`).Scan(&exists); err != nil {
+		t.Fatal(err)
+	}
+	if exists {
+		t.Error("goose's table was created by the runtime role")
+	}
+}
