@@ -20,7 +20,6 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$ROOT/scripts/stack/lib.sh"
-. "$ROOT/scripts/stack/deps.sh"
 . "$ROOT/scripts/proc.sh"
 . "$ROOT/scripts/stack/postgres.sh"
 . "$ROOT/scripts/stack/temporal.sh"
@@ -40,7 +39,7 @@ main() {
 	done
 	mkdir -p "$DATA" "$LOGS"
 	case $cmd in
-	deps) deps ;;
+	deps) . "$ROOT/scripts/stack/deps.sh" && deps ;;
 	up)
 		for svc in "$@"; do "${svc}_up"; done
 		if [ "$all" = 1 ]; then clients_fetch; fi

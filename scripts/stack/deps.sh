@@ -1,7 +1,7 @@
 # shellcheck shell=bash
-# deps.sh — the Debian packages the stack runs on. `scripts/stack.sh deps`
-# installs what a machine lacks; `up` installs a missing server package
-# (postgresql, redis-server, openssl) itself, as root.
+# deps.sh — the Debian packages the stack runs on: `scripts/stack.sh deps`
+# installs what a machine lacks; `up` loads this file to install a missing
+# server package (postgresql, redis-server, openssl) itself, as root.
 
 # apt_install LOGNAME PACKAGE...: install Debian packages as root, keeping
 # them from starting a PostgreSQL cluster or a Redis server of their own.
@@ -16,7 +16,8 @@ apt_install() {
 	{ apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@"; } >"$log" 2>&1 ||
 		fail install "apt-get install $* failed; check the network and apt sources, then try again" "$log"
 	if [[ " $* " == *" redis-server "* ]]; then
-		{ systemctl disable --now redis-server || { /etc/init.d/redis-server stop && update-rc.d redis-server disable; }; } >>"$log" 2>&1 || true
+		if systemctl is-active --quiet redis-server 2>/dev/null; then systemctl disable --now redis-server >>"$log" 2>&1 || true; fi
+		if /etc/init.d/redis-server status >/dev/null 2>&1; then { /etc/init.d/redis-server stop && update-rc.d redis-server disable; } >>"$log" 2>&1 || true; fi
 	fi
 }
 

@@ -26,9 +26,9 @@ port_open() { timeout 1 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null; }
 # port_pid PORT: the process listening on PORT, when ss can tell.
 port_pid() { ss -ltnpH "sport = :$1" 2>/dev/null | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -n1 || true; }
 port_owner() {
-	local pid
-	pid=$(port_pid "$1")
-	if [ -n "$pid" ]; then echo "$(cat "/proc/$pid/comm" 2>/dev/null) (pid $pid)"; else echo "an unknown process"; fi
+	local p
+	p=$(port_pid "$1")
+	if [ -n "$p" ]; then echo "$(cat "/proc/$p/comm" 2>/dev/null) (pid $p)"; else echo "an unknown process"; fi
 }
 # port_note PORT: for status lines, who holds PORT, if anyone.
 port_note() { if port_open "$1"; then echo "  (port $1 held by $(port_owner "$1"))"; fi; }
@@ -105,6 +105,10 @@ into_cache() {
 	chmod 755 "$tmp"
 	mv "$tmp" "$2"
 }
+# apt_install LOGNAME PACKAGE...: install Debian packages (deps.sh, which
+# this loads only on a machine that lacks one).
+apt_install() { . "$ROOT/scripts/stack/deps.sh" && apt_install "$@"; }
+
 # maven_jars POM: (for into_cache) POM's runtime dependencies into lib/.
 maven_jars() { mvn -B -f "$1" dependency:copy-dependencies -DoutputDirectory="$PWD/lib"; }
 # go_binaries PACKAGE@VERSION=NAME...: (for into_cache) each package built
