@@ -623,14 +623,18 @@ func (h *harness) sendBatch(at time.Duration, events ...fsm.Event) {
 }
 
 // TestBatchIsHandledLikeSeparateSignals: the reordered, duplicated stream of
-// TestReorderedWithDuplicates, delivered as two order-events batches and a
-// single signal, ends the same way and reaches the database in the same
-// order as seven separate signals would.
+// TestReorderedWithDuplicates, delivered as order-events batches of three,
+// one and three, ends the same way and reaches the database in the same
+// order as seven separate signals would. All three go on the batch channel:
+// signals on the two channels that are pending in one workflow task are
+// taken single events first (inbox.receiveAsync), so a single signal sent
+// after a batch would be handled first whenever the test environment
+// delivered both before the workflow's first task ended.
 func TestBatchIsHandledLikeSeparateSignals(t *testing.T) {
 	h := newHarness(t, "B-1")
 	e := lifecycle("B-1", 5000)
 	h.sendBatch(0, e[2], e[0], e[2])
-	h.send(time.Millisecond, e[1])
+	h.sendBatch(time.Millisecond, e[1])
 	h.sendBatch(2*time.Millisecond, e[4], e[3], e[4])
 	r := h.run(Input{Params: params()})
 	checkReorderedWithDuplicates(t, r.State)
