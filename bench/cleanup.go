@@ -11,8 +11,8 @@ import (
 
 	"go.temporal.io/api/serviceerror"
 
+	"github.com/orderflow/orderflow/api"
 	"github.com/orderflow/orderflow/internal/obs"
-	"github.com/orderflow/orderflow/workflows/api"
 )
 
 // closeConcurrency is how many terminations closeWorkflows has in flight.

@@ -10,6 +10,7 @@ import (
 	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/store"
+	"github.com/orderflow/orderflow/wire"
 )
 
 // direct is the baseline without Temporal, the approach of the seed
@@ -28,7 +29,7 @@ func startDirect(ctx context.Context, dsn, namesrv, topic, group string, gorouti
 		return nil, err
 	}
 	c, err := mq.NewConsumer(mq.ConsumerConfig{NameServer: namesrv, Topic: topic, Group: group,
-		Goroutines: goroutines, BatchSize: batch, MaxInflatedBody: message.MaxBodySize},
+		Goroutines: goroutines, BatchSize: batch, MaxInflatedBody: wire.MaxBodySize},
 		func(ctx context.Context, m *primitive.MessageExt) error { return handleDirect(ctx, db, m) })
 	if err != nil {
 		_ = db.Close()
@@ -54,7 +55,7 @@ func (d *direct) Stop() {
 // message back to the broker; every step is idempotent, so redelivery is
 // safe.
 func handleDirect(ctx context.Context, db *store.Store, m *primitive.MessageExt) error {
-	env := message.NewEnvelope(m.Topic, m.MsgId, m.GetKeys(), m.GetTags(), m.Body, time.Time{}, mq.InflateRefused(m))
+	env := wire.NewEnvelope(m.Topic, m.MsgId, m.GetKeys(), m.GetTags(), m.Body, time.Time{}, mq.InflateRefused(m))
 	r := message.Parse(env)
 	if r.Rejection != nil {
 		_, err := db.ParkDeadLetter(ctx, r.DeadLetter)

@@ -16,11 +16,11 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/orderflow/orderflow/api"
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/scenario"
 	"github.com/orderflow/orderflow/workflows"
-	"github.com/orderflow/orderflow/workflows/api"
 )
 
 // hotScenario is one order receiving n events (n >= 5): CREATED and n-5
