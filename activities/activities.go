@@ -1,9 +1,9 @@
 // Package activities holds orderflow's Temporal activities: thin adapters
 // that run the storage layer's idempotent writes for OrderWorkflow and turn
 // its errors into Temporal's terms. Input that breaks the contract becomes a
-// non-retryable application error of one of the types in package
-// workflows/api; database trouble stays a plain error, which Temporal
-// retries. docs/design.md describes what each write guarantees.
+// non-retryable application error of one of the types in package api;
+// database trouble stays a plain error, which Temporal retries.
+// docs/design.md describes what each write guarantees.
 package activities
 
 import (

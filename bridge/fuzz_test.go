@@ -109,10 +109,10 @@ func FuzzReceive(f *testing.F) {
 				r.DeadLetter.Reason != reason || !bytes.Equal(r.DeadLetter.Body, m.Body) {
 				t.Fatalf("bad rejection %q / dead letter %+v", reason, r.DeadLetter)
 			}
-			if env.InflateRefused && r.Rejection.Kind != message.KindOversize {
+			if env.InflateRefused && r.Rejection.Kind != wire.KindOversize {
 				t.Fatalf("a body refused inflation was rejected as %s", r.Rejection.Kind)
 			}
-			if !env.InflateRefused && env.Compression != "" && (r.Rejection.Kind != message.KindUndecodable ||
+			if !env.InflateRefused && env.Compression != "" && (r.Rejection.Kind != wire.KindUndecodable ||
 				!bytes.Equal(m.Body, body)) {
 				t.Fatalf("a body the client could not decode was rejected as %s, or changed", r.Rejection.Kind)
 			}

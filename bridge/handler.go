@@ -30,7 +30,6 @@ import (
 	"github.com/orderflow/orderflow/internal/errclass"
 	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/internal/spanattr"
-	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/wire"
 )
 
@@ -649,7 +648,7 @@ func (h *Handler) parkOverdue(p *pending) {
 // undeliverable is the reason of an undeliverable event's dead letter:
 // detail after the kind, storable and bounded.
 func undeliverable(detail string) string {
-	return wire.Sanitize(message.KindUndeliverable+": "+detail, wire.MaxReasonLen)
+	return wire.Sanitize(wire.KindUndeliverable+": "+detail, wire.MaxReasonLen)
 }
 
 // parkUndeliverable parks p's message, a valid event that cannot reach its
@@ -669,7 +668,7 @@ func (h *Handler) parkUndeliverable(p *pending, reason string) {
 		return
 	}
 	p.parked, p.err, p.undelivered = reason, nil, nil
-	h.metrics.rejections.WithLabelValues(message.KindUndeliverable).Inc()
+	h.metrics.rejections.WithLabelValues(wire.KindUndeliverable).Inc()
 	p.log.Warn("undeliverable event parked in dead_letters", "reason", reason)
 	p.result = ResultParked
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/orderflow/orderflow/message"
+	"github.com/orderflow/orderflow/wire"
 )
 
 // Message results, the values of the "result" label.
@@ -77,7 +78,7 @@ func NewMetrics(reg prometheus.Registerer, c *ConsumerStats) (*Metrics, error) {
 	for _, r := range []string{ResultSignalled, ResultDuplicate, ResultParked, ResultRetry} {
 		m.messages.WithLabelValues(r)
 	}
-	for _, k := range message.Kinds {
+	for _, k := range wire.Kinds {
 		m.rejections.WithLabelValues(k)
 	}
 	for _, f := range []string{message.MismatchKeys, message.MismatchTag} {

@@ -17,7 +17,6 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/orderflow/orderflow/fsm"
-	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/wire"
 )
 
@@ -134,7 +133,7 @@ func TestHandlerParksWhatTemporalRefuses(t *testing.T) {
 					t.Errorf("%s = %v, want %v", result, v, want)
 				}
 			}
-			if v := counterValue(t, h.metrics.rejections.WithLabelValues(message.KindUndeliverable)); v != 1 {
+			if v := counterValue(t, h.metrics.rejections.WithLabelValues(wire.KindUndeliverable)); v != 1 {
 				t.Errorf("undeliverable rejections = %v, want 1", v)
 			}
 		})

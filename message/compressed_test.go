@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/orderflow/orderflow/wire"
 )
 
 // A body the consumer left compressed is never read as JSON: refused for
@@ -14,32 +16,32 @@ import (
 // compression.
 func TestParseStillCompressedBodies(t *testing.T) {
 	stored := []byte{0x28, 0xb5, 0x2f, 0xfd, 0x00, 0x58}
-	env := func(refused bool, compression, decodeErr string, body []byte) Envelope {
-		e := NewEnvelope("ORDER_EVENTS", "M1", "o-1", "PAID", body, time.Time{}, refused)
+	env := func(refused bool, compression, decodeErr string, body []byte) wire.Envelope {
+		e := wire.NewEnvelope("ORDER_EVENTS", "M1", "o-1", "PAID", body, time.Time{}, refused)
 		e.Compression, e.DecodeError = compression, decodeErr
 		return e
 	}
 	for _, c := range []struct {
 		name       string
-		env        Envelope
+		env        wire.Envelope
 		kind       string
 		reason     string
 		compressed bool
 	}{
-		{"undecodable zstd", env(false, "zstd", "unexpected EOF", stored), KindUndecodable,
+		{"undecodable zstd", env(false, "zstd", "unexpected EOF", stored), wire.KindUndecodable,
 			"undecodable: zstd body: unexpected EOF", true},
-		{"undecodable lz4", env(false, "lz4", "lz4: bad magic number", stored), KindUndecodable,
+		{"undecodable lz4", env(false, "lz4", "lz4: bad magic number", stored), wire.KindUndecodable,
 			"undecodable: lz4 body: lz4: bad magic number", true},
-		{"unknown type", env(false, "type 5", "unknown compression type 5", stored), KindUndecodable,
+		{"unknown type", env(false, "type 5", "unknown compression type 5", stored), wire.KindUndecodable,
 			"undecodable: type 5 body: unknown compression type 5", true},
-		{"no error given", env(false, "zlib", "", stored), KindUndecodable, "undecodable: zlib body: not decoded", true},
+		{"no error given", env(false, "zlib", "", stored), wire.KindUndecodable, "undecodable: zlib body: not decoded", true},
 		// A valid event's bytes, still marked compressed: not taken as the event.
-		{"valid JSON marked compressed", env(false, "zstd", "magic number mismatch", []byte(validBody)), KindUndecodable,
+		{"valid JSON marked compressed", env(false, "zstd", "magic number mismatch", []byte(validBody)), wire.KindUndecodable,
 			"undecodable: zstd body: magic number mismatch", true},
-		{"zstd bomb", env(true, "zstd", "", stored), KindOversize, "oversize: compressed body inflates past 65536 bytes", true},
-		{"zlib bomb of an older bridge", env(true, "", "", stored), KindOversize,
+		{"zstd bomb", env(true, "zstd", "", stored), wire.KindOversize, "oversize: compressed body inflates past 65536 bytes", true},
+		{"zlib bomb of an older bridge", env(true, "", "", stored), wire.KindOversize,
 			"oversize: compressed body inflates past 65536 bytes", true},
-		{"not JSON, not compressed", env(false, "", "", stored), KindMalformedJSON, "", false},
+		{"not JSON, not compressed", env(false, "", "", stored), wire.KindMalformedJSON, "", false},
 	} {
 		r := Parse(c.env)
 		if r.Rejection == nil {
@@ -61,7 +63,7 @@ func TestParseStillCompressedBodies(t *testing.T) {
 
 // A body as the producer wrote it (Compression "") is decoded as usual.
 func TestParseDecodedBody(t *testing.T) {
-	r := Parse(NewEnvelope("ORDER_EVENTS", "M1", "o-1", "PAID", []byte(validBody), time.Time{}, false))
+	r := Parse(wire.NewEnvelope("ORDER_EVENTS", "M1", "o-1", "PAID", []byte(validBody), time.Time{}, false))
 	if r.Rejection != nil || r.Event.OrderID != "o-1" {
 		t.Fatalf("valid body: %+v", r)
 	}
@@ -70,7 +72,7 @@ func TestParseDecodedBody(t *testing.T) {
 // The decoder's error is quoted, bounded and made storable.
 func TestUndecodableReasonIsStorable(t *testing.T) {
 	r := Undecodable("zstd", strings.Repeat("\xff\x00é", 600))
-	if r.Kind != KindUndecodable || len(r.Reason) > 512 || !utf8.ValidString(r.Reason) || strings.ContainsRune(r.Reason, 0) ||
+	if r.Kind != wire.KindUndecodable || len(r.Reason) > 512 || !utf8.ValidString(r.Reason) || strings.ContainsRune(r.Reason, 0) ||
 		!strings.HasPrefix(r.Reason, "undecodable: zstd body: ") {
 		t.Fatalf("reason %q", r.Reason)
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/orderflow/orderflow/wire"
 )
 
 // FuzzDecode checks that no body makes Decode panic, that every rejection is
@@ -26,8 +28,8 @@ func FuzzDecode(f *testing.F) {
 		strings.Repeat("[", 200) + strings.Repeat("]", 200),
 		`{"order_id":"o","order_id":"p"}`, "\ufeff{}", "{\"event_id\":\"e\"}\x00",
 		// Oversized: one byte past the bound, and exactly at it.
-		`{"pad":"` + strings.Repeat("x", MaxBodySize-9) + `"}`,
-		`{"pad":"` + strings.Repeat("x", MaxBodySize-10) + `"}`,
+		`{"pad":"` + strings.Repeat("x", wire.MaxBodySize-9) + `"}`,
+		`{"pad":"` + strings.Repeat("x", wire.MaxBodySize-10) + `"}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -38,7 +40,7 @@ func FuzzDecode(f *testing.F) {
 			if !errors.As(err, &r) || !errors.Is(err, ErrRejected) {
 				t.Fatalf("error %v (%T) is not a *Rejection", err, err)
 			}
-			if !slices.Contains(Kinds, r.Kind) {
+			if !slices.Contains(wire.Kinds, r.Kind) {
 				t.Fatalf("unknown rejection kind %q", r.Kind)
 			}
 			if r.Reason == "" || !strings.HasPrefix(r.Reason, r.Kind+": ") || len(r.Reason) > maxReasonLen ||

@@ -26,38 +26,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/orderflow/orderflow/fsm"
+	"github.com/orderflow/orderflow/wire"
 )
-
-// Rejection kinds: the first word of every reason, stable, and usable as a
-// metrics label.
-const (
-	// KindOversize: the body is larger than MaxBodySize.
-	KindOversize = "oversize"
-	// KindMalformedJSON: the body is empty or is not valid JSON.
-	KindMalformedJSON = "malformed_json"
-	// KindNotObject: the body is valid JSON but not an object.
-	KindNotObject = "not_object"
-	// KindMissingField: a required field is absent or null.
-	KindMissingField = "missing_field"
-	// KindInvalidField: a field has the wrong type or breaks a rule of the
-	// contract.
-	KindInvalidField = "invalid_field"
-	// KindUndecodable: the body is compressed (the message's system flag
-	// says so) and cannot be decoded: a compression this bridge does not
-	// know, or corrupt or truncated data. The reason names the compression;
-	// the dead letter keeps the body as stored, so that a later version
-	// can replay it.
-	KindUndecodable = "undecodable"
-	// KindUndeliverable: a valid event the engine refuses for good (it
-	// cannot be encoded, Temporal answers InvalidArgument, it exceeds the
-	// engine's size limits), or one the bridge failed to deliver for longer
-	// than its bound. The reason carries the last error.
-	KindUndeliverable = "undeliverable"
-)
-
-// Kinds lists every rejection kind.
-var Kinds = []string{KindOversize, KindMalformedJSON, KindNotObject, KindMissingField, KindInvalidField,
-	KindUndecodable, KindUndeliverable}
 
 // ErrRejected is wrapped by every *Rejection.
 var ErrRejected = errors.New("message rejected")
@@ -67,7 +37,7 @@ const maxReasonLen = 512
 
 // Rejection explains why a message body breaks the contract.
 type Rejection struct {
-	// Kind is one of the Kind constants.
+	// Kind is one of the rejection kinds of package wire (wire.Kinds).
 	Kind string
 	// Field is the offending field, or empty when the body as a whole is bad.
 	Field string
@@ -94,13 +64,15 @@ func reject(kind, field, detail string, err error) *Rejection {
 	if field != "" {
 		reason += field + ": "
 	}
-	return &Rejection{Kind: kind, Field: field, Reason: Sanitize(reason+detail, maxReasonLen), Err: err}
+	return &Rejection{Kind: kind, Field: field, Reason: wire.Sanitize(reason+detail, maxReasonLen), Err: err}
 }
 
 // OversizeCompressed is the rejection of a compressed body that would
-// inflate past MaxBodySize; the consumer refused to inflate it.
+// inflate past wire.MaxBodySize; the consumer refused to inflate it. Its
+// reason is wire.InflateRefusedReason, by which a parked message is known
+// to hold its body as stored.
 func OversizeCompressed() *Rejection {
-	return reject(KindOversize, "", fmt.Sprintf("compressed body inflates past %d bytes", MaxBodySize), nil)
+	return &Rejection{Kind: wire.KindOversize, Reason: wire.InflateRefusedReason()}
 }
 
 // Undecodable is the rejection of a body still in the named compression
@@ -110,7 +82,7 @@ func Undecodable(compression, decodeError string) *Rejection {
 	if decodeError == "" {
 		decodeError = "not decoded"
 	}
-	return reject(KindUndecodable, "", compression+" body: "+decodeError, nil)
+	return reject(wire.KindUndecodable, "", compression+" body: "+decodeError, nil)
 }
 
 // Received is what Parse makes of one message: a valid event, or a
@@ -126,14 +98,14 @@ type Received struct {
 	Rejection *Rejection
 	// DeadLetter is the message with the rejection's reason, set with
 	// Rejection.
-	DeadLetter DeadLetter
+	DeadLetter wire.DeadLetter
 }
 
 // Parse judges one message against the contract: the size of its body
 // (inflated or not), the body, and the envelope against the body. A body
 // still compressed is never read as JSON: it is oversize when the consumer
 // refused to inflate it, undecodable otherwise.
-func Parse(env Envelope) Received {
+func Parse(env wire.Envelope) Received {
 	var (
 		e   fsm.Event
 		rej *Rejection
@@ -147,12 +119,12 @@ func Parse(env Envelope) Received {
 		var err error
 		if e, err = Decode(env.Body); err != nil {
 			if !errors.As(err, &rej) {
-				rej = reject(KindMalformedJSON, "", err.Error(), err)
+				rej = reject(wire.KindMalformedJSON, "", err.Error(), err)
 			}
 		}
 	}
 	if rej != nil {
-		return Received{Rejection: rej, DeadLetter: DeadLetter{Envelope: env, Reason: rej.Reason}}
+		return Received{Rejection: rej, DeadLetter: wire.DeadLetter{Envelope: env, Reason: rej.Reason}}
 	}
 	return Received{Event: e, Mismatch: CheckEnvelope(e, env.Keys, env.Tags)}
 }
@@ -176,28 +148,28 @@ func Encode(e fsm.Event) ([]byte, error) {
 // against the contract. Every error it returns is a *Rejection.
 func Decode(body []byte) (fsm.Event, error) {
 	var e fsm.Event
-	if len(body) > MaxBodySize {
-		return e, reject(KindOversize, "", fmt.Sprintf("%d bytes > %d", len(body), MaxBodySize), nil)
+	if len(body) > wire.MaxBodySize {
+		return e, reject(wire.KindOversize, "", fmt.Sprintf("%d bytes > %d", len(body), wire.MaxBodySize), nil)
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
-		return e, reject(KindMalformedJSON, "", "empty body", nil)
+		return e, reject(wire.KindMalformedJSON, "", "empty body", nil)
 	}
 	if !utf8.Valid(body) {
-		return e, reject(KindMalformedJSON, "", "body is not valid UTF-8", nil)
+		return e, reject(wire.KindMalformedJSON, "", "body is not valid UTF-8", nil)
 	}
 	var raw any
 	if err := json.Unmarshal(body, &raw); err != nil {
-		return e, reject(KindMalformedJSON, "", err.Error(), err)
+		return e, reject(wire.KindMalformedJSON, "", err.Error(), err)
 	}
 	if _, ok := raw.(map[string]any); !ok {
-		return e, reject(KindNotObject, "", "body is a JSON "+jsonType(raw)+", want an object", nil)
+		return e, reject(wire.KindNotObject, "", "body is a JSON "+jsonType(raw)+", want an object", nil)
 	}
 	if key := duplicateKey(body); key != "" {
-		return e, reject(KindMalformedJSON, "", "duplicate key "+key, nil)
+		return e, reject(wire.KindMalformedJSON, "", "duplicate key "+key, nil)
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil {
-		return e, reject(KindMalformedJSON, "", err.Error(), err)
+		return e, reject(wire.KindMalformedJSON, "", err.Error(), err)
 	}
 	d := decoder{fields: fields}
 	e.EventID = d.str("event_id", true)
@@ -218,7 +190,7 @@ func Decode(body []byte) (fsm.Event, error) {
 	if d.value("seq", false) != nil && e.Seq == 0 {
 		// 0 stands for "no seq" in fsm.Event; a body that says 0 breaks
 		// the contract all the same.
-		return fsm.Event{}, reject(KindInvalidField, "seq", "must be >= 1", nil)
+		return fsm.Event{}, reject(wire.KindInvalidField, "seq", "must be >= 1", nil)
 	}
 	if err := e.CheckSequence(); err != nil {
 		return fsm.Event{}, invalidField(err)
@@ -231,9 +203,9 @@ func Decode(body []byte) (fsm.Event, error) {
 func invalidField(err error) *Rejection {
 	var ve *fsm.ValidationError
 	if errors.As(err, &ve) {
-		return reject(KindInvalidField, ve.Field, ve.Reason, err)
+		return reject(wire.KindInvalidField, ve.Field, ve.Reason, err)
 	}
-	return reject(KindInvalidField, "", err.Error(), err)
+	return reject(wire.KindInvalidField, "", err.Error(), err)
 }
 
 // contractFields are the body's fields the contract defines.
@@ -364,7 +336,7 @@ func (d *decoder) value(name string, required bool) json.RawMessage {
 		return bytes.TrimSpace(v)
 	}
 	if required {
-		d.err = reject(KindMissingField, name, "is required", nil)
+		d.err = reject(wire.KindMissingField, name, "is required", nil)
 	}
 	return nil
 }
@@ -376,12 +348,12 @@ func (d *decoder) str(name string, required bool) string {
 	}
 	var s string
 	if v[0] != '"' || json.Unmarshal(v, &s) != nil {
-		d.err = reject(KindInvalidField, name, "must be a string", nil)
+		d.err = reject(wire.KindInvalidField, name, "must be a string", nil)
 		return ""
 	}
 	if strings.ContainsRune(s, 0) {
 		// PostgreSQL text cannot hold NUL; such an event could never be stored.
-		d.err = reject(KindInvalidField, name, "must not contain NUL characters", nil)
+		d.err = reject(wire.KindInvalidField, name, "must not contain NUL characters", nil)
 		return ""
 	}
 	return s
@@ -393,15 +365,15 @@ func (d *decoder) int(name string, required bool) int64 {
 		return 0
 	}
 	if v[0] != '-' && (v[0] < '0' || v[0] > '9') {
-		d.err = reject(KindInvalidField, name, "must be an integer", nil)
+		d.err = reject(wire.KindInvalidField, name, "must be an integer", nil)
 		return 0
 	}
 	n, err := strconv.ParseInt(string(v), 10, 64)
 	if err != nil {
 		if errors.Is(err, strconv.ErrRange) {
-			d.err = reject(KindInvalidField, name, "must be an integer within int64 range", err)
+			d.err = reject(wire.KindInvalidField, name, "must be an integer within int64 range", err)
 		} else {
-			d.err = reject(KindInvalidField, name, "must be an integer", err)
+			d.err = reject(wire.KindInvalidField, name, "must be an integer", err)
 		}
 		return 0
 	}
@@ -415,23 +387,23 @@ func (d *decoder) time(name string, required bool) time.Time {
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
-		d.err = reject(KindInvalidField, name, "must be an RFC 3339 time", err)
+		d.err = reject(wire.KindInvalidField, name, "must be an RFC 3339 time", err)
 		return time.Time{}
 	}
 	if t.IsZero() {
 		// Go's zero time, what an encoder writes for an unset time.
-		d.err = reject(KindInvalidField, name, "must not be the zero time", nil)
+		d.err = reject(wire.KindInvalidField, name, "must not be the zero time", nil)
 		return time.Time{}
 	}
 	// time.Parse accepts offsets up to ±99:59; RFC 3339 allows ±23:59,
 	// and a time beyond it (or whose UTC year leaves 0000–9999) cannot be
 	// written back as RFC 3339, which every encoder downstream does.
 	if _, off := t.Zone(); off <= -24*3600 || off >= 24*3600 {
-		d.err = reject(KindInvalidField, name, "offset must be within ±23:59 (RFC 3339)", nil)
+		d.err = reject(wire.KindInvalidField, name, "offset must be within ±23:59 (RFC 3339)", nil)
 		return time.Time{}
 	}
 	if y := t.UTC().Year(); y < 0 || y > 9999 {
-		d.err = reject(KindInvalidField, name, "must be within years 0000–9999 in UTC", nil)
+		d.err = reject(wire.KindInvalidField, name, "must be within years 0000–9999 in UTC", nil)
 		return time.Time{}
 	}
 	return t

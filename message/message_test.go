@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/orderflow/orderflow/fsm"
+	"github.com/orderflow/orderflow/wire"
 )
 
 const validBody = `{"event_id":"e-1","order_id":"o-1","user_id":7,"status":"PAID","version":2,` +
@@ -91,77 +92,77 @@ func TestDecodeRejections(t *testing.T) {
 	cases := []struct {
 		name, body, kind, field, reason string
 	}{
-		{"oversize", `{"pad":"` + strings.Repeat("x", MaxBodySize) + `"}`, KindOversize, "",
+		{"oversize", `{"pad":"` + strings.Repeat("x", wire.MaxBodySize) + `"}`, wire.KindOversize, "",
 			"oversize: 65546 bytes > 65536"},
-		{"empty", "", KindMalformedJSON, "", "malformed_json: empty body"},
-		{"blank", " \n\t", KindMalformedJSON, "", "malformed_json: empty body"},
-		{"truncated", `{"event_id":"e"`, KindMalformedJSON, "", "malformed_json: unexpected end of JSON input"},
-		{"trailing garbage", validBody + "x", KindMalformedJSON, "", "malformed_json: invalid character 'x' after top-level value"},
-		{"invalid utf8", "{\"event_id\":\"\xff\"}", KindMalformedJSON, "", "malformed_json: body is not valid UTF-8"},
-		{"array", `[1,2]`, KindNotObject, "", "not_object: body is a JSON array, want an object"},
-		{"string", `"hi"`, KindNotObject, "", "not_object: body is a JSON string, want an object"},
-		{"null", `null`, KindNotObject, "", "not_object: body is a JSON null, want an object"},
-		{"missing event_id", withField(t, "event_id", ""), KindMissingField, "event_id", "missing_field: event_id: is required"},
-		{"missing amount", withField(t, "amount_cents", ""), KindMissingField, "amount_cents", "missing_field: amount_cents: is required"},
-		{"null version", withField(t, "version", "null"), KindMissingField, "version", "missing_field: version: is required"},
-		{"missing occurred_at", withField(t, "occurred_at", ""), KindMissingField, "occurred_at", "missing_field: occurred_at: is required"},
-		{"user_id string", withField(t, "user_id", `"7"`), KindInvalidField, "user_id", "invalid_field: user_id: must be an integer"},
-		{"user_id float", withField(t, "user_id", `7.5`), KindInvalidField, "user_id", "invalid_field: user_id: must be an integer"},
-		{"user_id exponent", withField(t, "user_id", `1e3`), KindInvalidField, "user_id", "invalid_field: user_id: must be an integer"},
-		{"version huge", withField(t, "version", `92233720368547758070`), KindInvalidField, "version",
+		{"empty", "", wire.KindMalformedJSON, "", "malformed_json: empty body"},
+		{"blank", " \n\t", wire.KindMalformedJSON, "", "malformed_json: empty body"},
+		{"truncated", `{"event_id":"e"`, wire.KindMalformedJSON, "", "malformed_json: unexpected end of JSON input"},
+		{"trailing garbage", validBody + "x", wire.KindMalformedJSON, "", "malformed_json: invalid character 'x' after top-level value"},
+		{"invalid utf8", "{\"event_id\":\"\xff\"}", wire.KindMalformedJSON, "", "malformed_json: body is not valid UTF-8"},
+		{"array", `[1,2]`, wire.KindNotObject, "", "not_object: body is a JSON array, want an object"},
+		{"string", `"hi"`, wire.KindNotObject, "", "not_object: body is a JSON string, want an object"},
+		{"null", `null`, wire.KindNotObject, "", "not_object: body is a JSON null, want an object"},
+		{"missing event_id", withField(t, "event_id", ""), wire.KindMissingField, "event_id", "missing_field: event_id: is required"},
+		{"missing amount", withField(t, "amount_cents", ""), wire.KindMissingField, "amount_cents", "missing_field: amount_cents: is required"},
+		{"null version", withField(t, "version", "null"), wire.KindMissingField, "version", "missing_field: version: is required"},
+		{"missing occurred_at", withField(t, "occurred_at", ""), wire.KindMissingField, "occurred_at", "missing_field: occurred_at: is required"},
+		{"user_id string", withField(t, "user_id", `"7"`), wire.KindInvalidField, "user_id", "invalid_field: user_id: must be an integer"},
+		{"user_id float", withField(t, "user_id", `7.5`), wire.KindInvalidField, "user_id", "invalid_field: user_id: must be an integer"},
+		{"user_id exponent", withField(t, "user_id", `1e3`), wire.KindInvalidField, "user_id", "invalid_field: user_id: must be an integer"},
+		{"version huge", withField(t, "version", `92233720368547758070`), wire.KindInvalidField, "version",
 			"invalid_field: version: must be an integer within int64 range"},
-		{"seq bool", withField(t, "seq", `true`), KindInvalidField, "seq", "invalid_field: seq: must be an integer"},
-		{"order_id number", withField(t, "order_id", `12`), KindInvalidField, "order_id", "invalid_field: order_id: must be a string"},
-		{"status object", withField(t, "status", `{"s":"PAID"}`), KindInvalidField, "status", "invalid_field: status: must be a string"},
-		{"event_id NUL", withField(t, "event_id", `"a\u0000b"`), KindInvalidField, "event_id", "invalid_field: event_id: must not contain NUL characters"},
-		{"occurred_at not rfc3339", withField(t, "occurred_at", `"2025-03-01 10:00:00"`), KindInvalidField, "occurred_at",
+		{"seq bool", withField(t, "seq", `true`), wire.KindInvalidField, "seq", "invalid_field: seq: must be an integer"},
+		{"order_id number", withField(t, "order_id", `12`), wire.KindInvalidField, "order_id", "invalid_field: order_id: must be a string"},
+		{"status object", withField(t, "status", `{"s":"PAID"}`), wire.KindInvalidField, "status", "invalid_field: status: must be a string"},
+		{"event_id NUL", withField(t, "event_id", `"a\u0000b"`), wire.KindInvalidField, "event_id", "invalid_field: event_id: must not contain NUL characters"},
+		{"occurred_at not rfc3339", withField(t, "occurred_at", `"2025-03-01 10:00:00"`), wire.KindInvalidField, "occurred_at",
 			"invalid_field: occurred_at: must be an RFC 3339 time"},
-		{"occurred_at empty", withField(t, "occurred_at", `""`), KindInvalidField, "occurred_at",
+		{"occurred_at empty", withField(t, "occurred_at", `""`), wire.KindInvalidField, "occurred_at",
 			"invalid_field: occurred_at: must be an RFC 3339 time"},
-		{"occurred_at offset +24:00", withField(t, "occurred_at", `"2026-11-25T12:00:00+24:00"`), KindInvalidField, "occurred_at",
+		{"occurred_at offset +24:00", withField(t, "occurred_at", `"2026-11-25T12:00:00+24:00"`), wire.KindInvalidField, "occurred_at",
 			"invalid_field: occurred_at: offset must be within ±23:59 (RFC 3339)"},
-		{"occurred_at offset -24:30", withField(t, "occurred_at", `"2026-11-25T12:00:00-24:30"`), KindInvalidField, "occurred_at",
+		{"occurred_at offset -24:30", withField(t, "occurred_at", `"2026-11-25T12:00:00-24:30"`), wire.KindInvalidField, "occurred_at",
 			"invalid_field: occurred_at: offset must be within ±23:59 (RFC 3339)"},
-		{"occurred_at year 10000 in UTC", withField(t, "occurred_at", `"9999-12-31T23:00:00-05:00"`), KindInvalidField, "occurred_at",
+		{"occurred_at year 10000 in UTC", withField(t, "occurred_at", `"9999-12-31T23:00:00-05:00"`), wire.KindInvalidField, "occurred_at",
 			"invalid_field: occurred_at: must be within years 0000–9999 in UTC"},
-		{"occurred_at zero", withField(t, "occurred_at", `"0001-01-01T00:00:00Z"`), KindInvalidField, "occurred_at",
+		{"occurred_at zero", withField(t, "occurred_at", `"0001-01-01T00:00:00Z"`), wire.KindInvalidField, "occurred_at",
 			"invalid_field: occurred_at: must not be the zero time"},
-		{"occurred_at zero with an offset", withField(t, "occurred_at", `"0001-01-01T01:30:00+01:30"`), KindInvalidField, "occurred_at",
+		{"occurred_at zero with an offset", withField(t, "occurred_at", `"0001-01-01T01:30:00+01:30"`), wire.KindInvalidField, "occurred_at",
 			"invalid_field: occurred_at: must not be the zero time"},
-		{"duplicate order_id", `{"order_id":"O-1","order_id":"O-2"}`, KindMalformedJSON, "", "malformed_json: duplicate key order_id"},
-		{"duplicate order_id after a valid body", withKey(validBody, `"order_id"`, `"o-2"`), KindMalformedJSON, "",
+		{"duplicate order_id", `{"order_id":"O-1","order_id":"O-2"}`, wire.KindMalformedJSON, "", "malformed_json: duplicate key order_id"},
+		{"duplicate order_id after a valid body", withKey(validBody, `"order_id"`, `"o-2"`), wire.KindMalformedJSON, "",
 			"malformed_json: duplicate key order_id"},
-		{"duplicate order_id escaped", withKey(validBody, `"order\u005fid"`, `"o-2"`), KindMalformedJSON, "",
+		{"duplicate order_id escaped", withKey(validBody, `"order\u005fid"`, `"o-2"`), wire.KindMalformedJSON, "",
 			"malformed_json: duplicate key order_id"},
-		{"duplicate unknown field", withKey(withKey(validBody, `"note"`, `1`), `"note"`, `2`), KindMalformedJSON, "",
+		{"duplicate unknown field", withKey(withKey(validBody, `"note"`, `1`), `"note"`, `2`), wire.KindMalformedJSON, "",
 			"malformed_json: duplicate key note"},
-		{"order_id in another case", withKey(validBody, `"ORDER_ID"`, `"o-2"`), KindMalformedJSON, "",
+		{"order_id in another case", withKey(validBody, `"ORDER_ID"`, `"o-2"`), wire.KindMalformedJSON, "",
 			`malformed_json: duplicate key order_id (as "ORDER_ID")`},
-		{"duplicate nested key", withKey(validBody, `"items"`, `[{"sku":"a"},{"sku":"b","qty":1,"qty":2}]`), KindMalformedJSON, "",
+		{"duplicate nested key", withKey(validBody, `"items"`, `[{"sku":"a"},{"sku":"b","qty":1,"qty":2}]`), wire.KindMalformedJSON, "",
 			"malformed_json: duplicate key items[1].qty"},
-		{"duplicate deeply nested key", withKey(validBody, `"x"`, `{"y":{"a b":{"z":1,"z":2}}}`), KindMalformedJSON, "",
+		{"duplicate deeply nested key", withKey(validBody, `"x"`, `{"y":{"a b":{"z":1,"z":2}}}`), wire.KindMalformedJSON, "",
 			`malformed_json: duplicate key x.y."a b".z`},
-		{"bad status", withField(t, "status", `"REFUNDED"`), KindInvalidField, "status",
+		{"bad status", withField(t, "status", `"REFUNDED"`), wire.KindInvalidField, "status",
 			`invalid_field: status: "REFUNDED" is not a lifecycle state`},
-		{"empty event_id", withField(t, "event_id", `""`), KindInvalidField, "event_id", "invalid_field: event_id: is required"},
-		{"bad order_id", withField(t, "order_id", `"o/1"`), KindInvalidField, "order_id",
+		{"empty event_id", withField(t, "event_id", `""`), wire.KindInvalidField, "event_id", "invalid_field: event_id: is required"},
+		{"bad order_id", withField(t, "order_id", `"o/1"`), wire.KindInvalidField, "order_id",
 			"invalid_field: order_id: must be 1-64 characters of [A-Za-z0-9_.:-]"},
-		{"user_id zero", withField(t, "user_id", `0`), KindInvalidField, "user_id", "invalid_field: user_id: must be > 0"},
-		{"version zero", withField(t, "version", `0`), KindInvalidField, "version", "invalid_field: version: must be >= 1"},
-		{"negative amount", withField(t, "amount_cents", `-1`), KindInvalidField, "amount_cents", "invalid_field: amount_cents: must be >= 0"},
-		{"producer_id too long", withField(t, "producer_id", `"`+strings.Repeat("p", 65)+`"`), KindInvalidField, "producer_id",
+		{"user_id zero", withField(t, "user_id", `0`), wire.KindInvalidField, "user_id", "invalid_field: user_id: must be > 0"},
+		{"version zero", withField(t, "version", `0`), wire.KindInvalidField, "version", "invalid_field: version: must be >= 1"},
+		{"negative amount", withField(t, "amount_cents", `-1`), wire.KindInvalidField, "amount_cents", "invalid_field: amount_cents: must be >= 0"},
+		{"producer_id too long", withField(t, "producer_id", `"`+strings.Repeat("p", 65)+`"`), wire.KindInvalidField, "producer_id",
 			`invalid_field: producer_id: "` + strings.Repeat("p", 65) + `" must be 1-64 characters of [A-Za-z0-9._:-]`},
-		{"producer_id with a space", withField(t, "producer_id", `"shop 1"`), KindInvalidField, "producer_id",
+		{"producer_id with a space", withField(t, "producer_id", `"shop 1"`), wire.KindInvalidField, "producer_id",
 			`invalid_field: producer_id: "shop 1" must be 1-64 characters of [A-Za-z0-9._:-]`},
-		{"producer_id with an ESC", withField(t, "producer_id", `"p\u001b[31m"`), KindInvalidField, "producer_id",
+		{"producer_id with an ESC", withField(t, "producer_id", `"p\u001b[31m"`), wire.KindInvalidField, "producer_id",
 			`invalid_field: producer_id: "p\x1b[31m" must be 1-64 characters of [A-Za-z0-9._:-]`},
-		{"producer_id not ASCII", withField(t, "producer_id", `"prodücer"`), KindInvalidField, "producer_id",
+		{"producer_id not ASCII", withField(t, "producer_id", `"prodücer"`), wire.KindInvalidField, "producer_id",
 			`invalid_field: producer_id: "prodücer" must be 1-64 characters of [A-Za-z0-9._:-]`},
-		{"seq zero", withField(t, "seq", `0`), KindInvalidField, "seq", "invalid_field: seq: must be >= 1"},
-		{"seq negative", withField(t, "seq", `-3`), KindInvalidField, "seq", "invalid_field: seq: must be >= 1"},
-		{"seq without producer_id", withField(t, "producer_id", ""), KindInvalidField, "seq", "invalid_field: seq: needs a producer_id"},
-		{"seq with a null producer_id", withField(t, "producer_id", "null"), KindInvalidField, "seq", "invalid_field: seq: needs a producer_id"},
-		{"seq with an empty producer_id", withField(t, "producer_id", `""`), KindInvalidField, "seq", "invalid_field: seq: needs a producer_id"},
+		{"seq zero", withField(t, "seq", `0`), wire.KindInvalidField, "seq", "invalid_field: seq: must be >= 1"},
+		{"seq negative", withField(t, "seq", `-3`), wire.KindInvalidField, "seq", "invalid_field: seq: must be >= 1"},
+		{"seq without producer_id", withField(t, "producer_id", ""), wire.KindInvalidField, "seq", "invalid_field: seq: needs a producer_id"},
+		{"seq with a null producer_id", withField(t, "producer_id", "null"), wire.KindInvalidField, "seq", "invalid_field: seq: needs a producer_id"},
+		{"seq with an empty producer_id", withField(t, "producer_id", `""`), wire.KindInvalidField, "seq", "invalid_field: seq: needs a producer_id"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -185,15 +186,15 @@ func TestDecodeRejections(t *testing.T) {
 
 func TestDecodeAcceptsExactlyMaxBodySize(t *testing.T) {
 	body := []byte(validBody)
-	pad := MaxBodySize - len(body) - len(`,"pad":""`)
+	pad := wire.MaxBodySize - len(body) - len(`,"pad":""`)
 	b := strings.TrimSuffix(validBody, "}") + `,"pad":"` + strings.Repeat("x", pad) + `"}`
-	if len(b) != MaxBodySize {
+	if len(b) != wire.MaxBodySize {
 		t.Fatalf("test body is %d bytes", len(b))
 	}
 	if _, err := Decode([]byte(b)); err != nil {
 		t.Fatalf("Decode of a %d-byte body: %v", len(b), err)
 	}
-	if _, err := Decode([]byte(b + " ")); err == nil || !strings.HasPrefix(err.(*Rejection).Reason, KindOversize) {
+	if _, err := Decode([]byte(b + " ")); err == nil || !strings.HasPrefix(err.(*Rejection).Reason, wire.KindOversize) {
 		t.Fatalf("Decode of a %d-byte body: %v, want oversize", len(b)+1, err)
 	}
 }
@@ -222,8 +223,8 @@ func TestSanitize(t *testing.T) {
 		{"ééé", 3, "é"},
 		{"abc", 2, "ab"},
 	} {
-		if got := Sanitize(c.in, c.n); got != c.want {
-			t.Errorf("Sanitize(%q, %d) = %q, want %q", c.in, c.n, got, c.want)
+		if got := wire.Sanitize(c.in, c.n); got != c.want {
+			t.Errorf("wire.Sanitize(%q, %d) = %q, want %q", c.in, c.n, got, c.want)
 		}
 	}
 }
@@ -251,7 +252,7 @@ func TestDecodeDeepNesting(t *testing.T) {
 	body := `{"a":` + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + `}`
 	_, err := Decode([]byte(body))
 	var r *Rejection
-	if !errors.As(err, &r) || r.Kind != KindMalformedJSON {
+	if !errors.As(err, &r) || r.Kind != wire.KindMalformedJSON {
 		t.Fatalf("Decode of 20000-deep nesting: %v, want malformed_json", err)
 	}
 }

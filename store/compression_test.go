@@ -41,15 +41,15 @@ func TestParkDeadLetterKeepsTheCompression(t *testing.T) {
 		wantComp    string // of the envelope read back
 		wantKind    string // of parsing it again
 	}{
-		{"undecodable zstd", false, "zstd", "undecodable: zstd body: unexpected EOF", stored, "zstd", message.KindUndecodable},
+		{"undecodable zstd", false, "zstd", "undecodable: zstd body: unexpected EOF", stored, "zstd", wire.KindUndecodable},
 		{"lz4 bomb", true, "lz4", message.OversizeCompressed().Reason, append([]byte{0x04, 0x22, 0x4d, 0x18}, 1), "lz4",
-			message.KindOversize},
+			wire.KindOversize},
 		{"unknown type", false, "type 6", "undecodable: type 6 body: unknown compression type 6", []byte{1, 2}, "type 6",
-			message.KindUndecodable},
+			wire.KindUndecodable},
 		// Parked by a bridge of an earlier release: a refused body, no column.
 		{"zlib bomb of an older bridge", true, "", message.OversizeCompressed().Reason, []byte{0x78, 0x9c, 0x01}, "zlib",
-			message.KindOversize},
-		{"plain", false, "", "malformed_json: unexpected end of JSON input", []byte(`{"a":`), "", message.KindMalformedJSON},
+			wire.KindOversize},
+		{"plain", false, "", "malformed_json: unexpected end of JSON input", []byte(`{"a":`), "", wire.KindMalformedJSON},
 	} {
 		d := park(c.refused, c.compression, c.reason, c.body)
 		if d.BodyCompression != c.compression || !bytes.Equal(d.Body, c.body) || d.Reason != c.reason {

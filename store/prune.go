@@ -13,6 +13,7 @@ import (
 
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/message"
+	"github.com/orderflow/orderflow/wire"
 )
 
 // PruneOptions say what Prune removes and how.
@@ -233,7 +234,7 @@ func (p *pruner) deadLetters() error {
 		// A body past the contract's bound names no order: it is not read.
 		if err := p.db.Raw(`SELECT id, CASE WHEN length(body) <= ? THEN body END AS body, replayed_at IS NOT NULL AS replayed
 			FROM dead_letters WHERE id > ? AND last_seen_at < ? ORDER BY id LIMIT ?`,
-			message.MaxBodySize, afterID, p.st.Cutoff, p.o.Batch).Scan(&page).Error; err != nil {
+			wire.MaxBodySize, afterID, p.st.Cutoff, p.o.Batch).Scan(&page).Error; err != nil {
 			return fmt.Errorf("prune: list dead letters: %w", err)
 		}
 		if len(page) == 0 {
@@ -362,7 +363,7 @@ func (p *pruner) producers() error {
 // BodyOrderID is the order a parked body names, or "" when it names none:
 // the order_id of a body message.Decode accepts; of a body Decode refuses
 // only for its fields (missing_field, invalid_field: a JSON object of at
-// most message.MaxBodySize bytes without a repeated key), its order_id
+// most wire.MaxBodySize bytes without a repeated key), its order_id
 // member when that is a valid order ID.
 func BodyOrderID(body []byte) string {
 	e, err := message.Decode(body)
@@ -370,7 +371,7 @@ func BodyOrderID(body []byte) string {
 		return e.OrderID
 	}
 	var r *message.Rejection
-	if !errors.As(err, &r) || r.Kind != message.KindMissingField && r.Kind != message.KindInvalidField {
+	if !errors.As(err, &r) || r.Kind != wire.KindMissingField && r.Kind != wire.KindInvalidField {
 		return ""
 	}
 	var fields map[string]json.RawMessage

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/wire"
 )
 
@@ -36,13 +35,13 @@ type DeadLetterRow struct {
 
 // Envelope is the parked message as the bridge received it, to parse or
 // deliver again. A body still compressed carries its compression; one
-// whose inflation was refused (message.OversizeCompressed's reason) says
+// whose inflation was refused (wire.InflateRefusedReason) says
 // so, and is zlib when no compression is stored (a bridge of an earlier
 // release parked it: those inflated zlib only).
 func (d DeadLetterRow) Envelope() wire.Envelope {
 	env := wire.NewEnvelope(d.Topic, d.MessageID, d.Keys, d.Tags, d.Body, time.Time{}, false)
 	env.Compression = d.BodyCompression
-	env.InflateRefused = d.Reason == message.OversizeCompressed().Reason
+	env.InflateRefused = d.Reason == wire.InflateRefusedReason()
 	if env.InflateRefused && env.Compression == "" {
 		env.Compression = compressionZlib
 	}
@@ -64,7 +63,7 @@ const (
 // still compressed, as if they were plain; `orderflow dlq replay` decodes
 // such a body when it can and judges it as stored when it cannot.
 func (d DeadLetterRow) LegacyCompression() string {
-	if d.BodyCompression != "" || d.Kind() != message.KindMalformedJSON {
+	if d.BodyCompression != "" || d.Kind() != wire.KindMalformedJSON {
 		return ""
 	}
 	return compressionByMagic(d.Body)

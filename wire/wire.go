@@ -1,12 +1,14 @@
 // Package wire holds what every layer of orderflow carries of a broker
 // message: the Envelope (the message as the broker delivered it), the
-// DeadLetter (a message parked with its reason), and Sanitize, which makes
-// text storable in PostgreSQL. It imports nothing of the project: the
+// DeadLetter (a message parked with its reason) and the rejection kinds its
+// reason starts with, and Sanitize, which makes text storable in
+// PostgreSQL. It imports nothing of the project: the
 // decoder (package message), the bridge, the workflow, the activities and
 // the store all use it.
 package wire
 
 import (
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -89,4 +91,43 @@ func NewEnvelope(topic, messageID, keys, tags string, body []byte, storedAt time
 type DeadLetter struct {
 	Envelope
 	Reason string `json:"reason"`
+}
+
+// Rejection kinds: the first word of the reason of a dead letter the
+// decoder or the bridge parks, stable, and usable as a metrics label.
+const (
+	// KindOversize: the body is larger than MaxBodySize.
+	KindOversize = "oversize"
+	// KindMalformedJSON: the body is empty or is not valid JSON.
+	KindMalformedJSON = "malformed_json"
+	// KindNotObject: the body is valid JSON but not an object.
+	KindNotObject = "not_object"
+	// KindMissingField: a required field is absent or null.
+	KindMissingField = "missing_field"
+	// KindInvalidField: a field has the wrong type or breaks a rule of the
+	// contract.
+	KindInvalidField = "invalid_field"
+	// KindUndecodable: the body is compressed (the message's system flag
+	// says so) and cannot be decoded: a compression this bridge does not
+	// know, or corrupt or truncated data. The reason names the compression;
+	// the dead letter keeps the body as stored, so that a later version
+	// can replay it.
+	KindUndecodable = "undecodable"
+	// KindUndeliverable: a valid event the engine refuses for good (it
+	// cannot be encoded, Temporal answers InvalidArgument, it exceeds the
+	// engine's size limits), or one the bridge failed to deliver for longer
+	// than its bound. The reason carries the last error.
+	KindUndeliverable = "undeliverable"
+)
+
+// Kinds lists every rejection kind.
+var Kinds = []string{KindOversize, KindMalformedJSON, KindNotObject, KindMissingField, KindInvalidField,
+	KindUndecodable, KindUndeliverable}
+
+// InflateRefusedReason is the reason of a dead letter whose compressed body
+// the consumer refused to inflate, as it would exceed MaxBodySize:
+// "oversize: compressed body inflates past 65536 bytes". A parked message
+// with this reason kept its body as stored, still compressed.
+func InflateRefusedReason() string {
+	return KindOversize + ": compressed body inflates past " + strconv.Itoa(MaxBodySize) + " bytes"
 }

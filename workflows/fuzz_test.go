@@ -68,7 +68,7 @@ func fuzzSeeds() []string {
 // (order-event) and in a batch (order-events), that the SDK's default data
 // converter encodes without error, within SignalBudget (under the engine's
 // blob limit), and that decodes back to the same event; every body Parse
-// rejects has a reason whose first word is one of message.Kinds. The keys
+// rejects has a reason whose first word is one of wire.Kinds. The keys
 // and tag are the envelope's text, which the delivery carries too.
 func FuzzDelivery(f *testing.F) {
 	for _, s := range fuzzSeeds() {
@@ -81,8 +81,8 @@ func FuzzDelivery(f *testing.F) {
 		r := message.Parse(env)
 		if r.Rejection != nil {
 			kind, _, _ := strings.Cut(r.Rejection.Reason, ":")
-			if r.Rejection.Reason == "" || !slices.Contains(message.Kinds, kind) {
-				t.Fatalf("rejection reason %q: its first word is not one of %v", r.Rejection.Reason, message.Kinds)
+			if r.Rejection.Reason == "" || !slices.Contains(wire.Kinds, kind) {
+				t.Fatalf("rejection reason %q: its first word is not one of %v", r.Rejection.Reason, wire.Kinds)
 			}
 			return
 		}

@@ -171,7 +171,7 @@ func TestDLQReplay(t *testing.T) {
 	if _, r, out := replay("-dry-run", "-reason", "conflict"); len(r.Items) != 1 || r.Items[0].ID != ids["conflict"] {
 		t.Errorf("dry run -reason conflict:\n%s", out)
 	}
-	if _, r, out := replay("-dry-run", "-reason", message.KindUndeliverable); len(r.Items) != 1 || r.Items[0].ID != ids["d-v1-new-order"] ||
+	if _, r, out := replay("-dry-run", "-reason", wire.KindUndeliverable); len(r.Items) != 1 || r.Items[0].ID != ids["d-v1-new-order"] ||
 		r.Items[0].Action != actionWouldDeliver {
 		t.Errorf("dry run -reason undeliverable:\n%s", out)
 	}
