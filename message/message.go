@@ -198,6 +198,30 @@ func Decode(body []byte) (fsm.Event, error) {
 	return e, nil
 }
 
+// BodyOrderID is the order a parked body names, or "" when it names none:
+// the order_id of a body Decode accepts; of a body Decode refuses only for
+// its fields (missing_field, invalid_field: a JSON object of at most
+// wire.MaxBodySize bytes without a repeated key), its order_id member when
+// that is a valid order ID. A dead letter belongs to this order (the store's
+// prune), never to the one its keys name, which the producer sets apart
+// from the body.
+func BodyOrderID(body []byte) string {
+	e, err := Decode(body)
+	if err == nil {
+		return e.OrderID
+	}
+	var r *Rejection
+	if !errors.As(err, &r) || r.Kind != wire.KindMissingField && r.Kind != wire.KindInvalidField {
+		return ""
+	}
+	var fields map[string]json.RawMessage
+	var id string
+	if json.Unmarshal(body, &fields) != nil || json.Unmarshal(fields["order_id"], &id) != nil || fsm.CheckOrderID(id) != nil {
+		return ""
+	}
+	return id
+}
+
 // invalidField is the rejection of an event that fails err, a validation
 // error of package fsm.
 func invalidField(err error) *Rejection {

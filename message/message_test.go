@@ -303,3 +303,27 @@ func TestEncodeRefusesBadSequenceFields(t *testing.T) {
 		}
 	}
 }
+
+// A body names its order only unambiguously: the order_id of a valid
+// event, or a valid order_id of a body refused only for its fields.
+func TestBodyOrderID(t *testing.T) {
+	valid := `{"event_id":"e","order_id":"o-1","user_id":1,"status":"PAID","version":2,"amount_cents":5,"occurred_at":"2026-01-01T00:00:00Z"}`
+	for body, want := range map[string]string{
+		valid:                               "o-1",
+		`{"order_id":"o-2","user_id":0}`:    "o-2", // invalid fields, a valid order ID
+		`{"order_id":"o 3"}`:                "",
+		`{"order_id":7}`:                    "",
+		`{"order_id":null}`:                 "",
+		`{"keys":"o-1"}`:                    "",
+		`{"order_id":"o-1","order_id":"x"}`: "", // ambiguous
+		`{"order_id":"o-1","ORDER_ID":"x"}`: "",
+		`{"order_id":`:                      "",
+		`["o-1"]`:                           "",
+		"":                                  "",
+		`{"order_id":"o-1","pad":"` + strings.Repeat("x", wire.MaxBodySize) + `"}`: "",
+	} {
+		if got := BodyOrderID([]byte(body)); got != want {
+			t.Errorf("BodyOrderID(%.60s) = %q, want %q", body, got, want)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/uniq"
+	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/store"
 	"github.com/orderflow/orderflow/wire"
 )
@@ -86,5 +87,34 @@ func TestRecordedEvent(t *testing.T) {
 	}
 	if _, _, err := s.RecordedEvent(ctx, fsm.Key{OrderID: "no spaces", Version: 1}); !errors.Is(err, store.ErrInvalid) {
 		t.Fatalf("invalid order ID: err %v, want ErrInvalid", err)
+	}
+}
+
+// A conflicting copy applied without its message parks the event as a
+// producer would have sent it: a body the decoder reads back as the event,
+// keyed by the order and tagged with the status.
+func TestConflictWithoutMessageParksTheEventsBody(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	e := fsm.Event{EventID: "e-1", OrderID: uniq.Name("cfl"), UserID: 3, Status: fsm.Created, Version: 1,
+		AmountCents: 100, OccurredAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), ProducerID: "p-1", Seq: 4}
+	if _, err := s.ApplyEvent(ctx, e, wire.Envelope{}); err != nil {
+		t.Fatal(err)
+	}
+	other := e
+	other.AmountCents = 200
+	res, err := s.ApplyEvent(ctx, other, wire.Envelope{})
+	if err != nil || res.Decision.Outcome != fsm.Conflict {
+		t.Fatalf("conflicting copy: %+v, %v; want a conflict", res, err)
+	}
+	rows, err := s.DeadLetters(ctx, store.DeadLetterFilter{OrderID: e.OrderID})
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("dead letters of %s: %d, %v; want 1", e.OrderID, len(rows), err)
+	}
+	d := rows[0]
+	got, err := message.Decode(d.Body)
+	if err != nil || got != other || d.Keys != e.OrderID || d.Tags != string(e.Status) {
+		t.Errorf("parked %q (keys %q, tags %q) decodes to %+v, %v; want %+v keyed %q tagged %q",
+			d.Body, d.Keys, d.Tags, got, err, other, e.OrderID, e.Status)
 	}
 }

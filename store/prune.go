@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -11,8 +10,6 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/orderflow/orderflow/fsm"
-	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/wire"
 )
 
@@ -34,6 +31,11 @@ type PruneOptions struct {
 	// never replayed too; by default only replayed ones go (the others may
 	// still need an operator's eye).
 	IncludeUnreplayed bool
+	// BodyOrderID is the order a parked body names, or "" when it names
+	// none (message.BodyOrderID, the decoder's reading); required, as the
+	// store does not decode message bodies. Prune gives it only bodies of
+	// at most wire.MaxBodySize bytes.
+	BodyOrderID func(body []byte) string
 }
 
 // PruneStats says what Prune removed (or, in a dry run, would remove).
@@ -75,7 +77,7 @@ const terminalBefore = `o.status IN ('COMPLETED', 'CANCELLED') AND o.updated_at 
 // same content) or a conflict (the last version, other content), and
 // changes nothing; the ledger keeps at most one row per kind.
 //
-// A dead letter belongs to the order its body names (BodyOrderID), never
+// A dead letter belongs to the order its body names (o.BodyOrderID), never
 // to the one its keys name, which the producer sets apart from the body;
 // one whose body names no order stays. It is removed when it was last seen
 // before the cutoff too and was replayed (or o.IncludeUnreplayed). Orders
@@ -97,6 +99,9 @@ const terminalBefore = `o.status IN ('COMPLETED', 'CANCELLED') AND o.updated_at 
 func (s *Store) Prune(ctx context.Context, o PruneOptions, progress func(PruneStats)) (PruneStats, error) {
 	if o.OlderThan <= 0 {
 		return PruneStats{}, invalid(fmt.Errorf("retention window %s must be positive", o.OlderThan))
+	}
+	if o.BodyOrderID == nil {
+		return PruneStats{}, invalid(errors.New("prune: no BodyOrderID to read the order a dead letter's body names"))
 	}
 	p := &pruner{o: o, progress: progress, db: s.db.WithContext(ctx), ctx: ctx}
 	if p.o.Batch <= 0 {
@@ -243,7 +248,10 @@ func (p *pruner) deadLetters() error {
 		afterID = page[len(page)-1].ID
 		var remove, keep candidates
 		for _, d := range page {
-			id := BodyOrderID(d.Body)
+			id := ""
+			if d.Body != nil {
+				id = p.o.BodyOrderID(d.Body)
+			}
 			switch {
 			case id == "":
 			case d.Replayed || p.o.IncludeUnreplayed:
@@ -358,26 +366,4 @@ func (p *pruner) producers() error {
 			return nil
 		}
 	}
-}
-
-// BodyOrderID is the order a parked body names, or "" when it names none:
-// the order_id of a body message.Decode accepts; of a body Decode refuses
-// only for its fields (missing_field, invalid_field: a JSON object of at
-// most wire.MaxBodySize bytes without a repeated key), its order_id
-// member when that is a valid order ID.
-func BodyOrderID(body []byte) string {
-	e, err := message.Decode(body)
-	if err == nil {
-		return e.OrderID
-	}
-	var r *message.Rejection
-	if !errors.As(err, &r) || r.Kind != wire.KindMissingField && r.Kind != wire.KindInvalidField {
-		return ""
-	}
-	var fields map[string]json.RawMessage
-	var id string
-	if json.Unmarshal(body, &fields) != nil || json.Unmarshal(fields["order_id"], &id) != nil || fsm.CheckOrderID(id) != nil {
-		return ""
-	}
-	return id
 }

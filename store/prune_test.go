@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/uniq"
+	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/store"
 	"github.com/orderflow/orderflow/wire"
 )
@@ -126,7 +128,8 @@ func TestPruneWhileEventsAreApplied(t *testing.T) {
 	before := snapshot()
 
 	// The dry run counts what the prune then removes, and removes nothing.
-	dry, err := s.Prune(ctx, store.PruneOptions{OlderThan: 24 * time.Hour, DryRun: true}, nil)
+	dry, err := s.Prune(ctx, store.PruneOptions{OlderThan: 24 * time.Hour,
+		BodyOrderID: message.BodyOrderID, DryRun: true}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +175,8 @@ func TestPruneWhileEventsAreApplied(t *testing.T) {
 	pruned := make(chan struct{})
 	go func() {
 		defer close(pruned)
-		stats, pruneErr = s.Prune(ctx, store.PruneOptions{OlderThan: 24 * time.Hour, Batch: 1000}, nil)
+		stats, pruneErr = s.Prune(ctx, store.PruneOptions{OlderThan: 24 * time.Hour,
+			BodyOrderID: message.BodyOrderID, Batch: 1000}, nil)
 		duringPrune = applied.Load()
 		done.Store(true)
 	}()
@@ -300,7 +304,7 @@ func TestPruneWhileEventsAreApplied(t *testing.T) {
 	}
 
 	// A second prune finds only the late copies' rows recorded since.
-	again, err := s.Prune(ctx, store.PruneOptions{OlderThan: 24 * time.Hour}, nil)
+	again, err := s.Prune(ctx, store.PruneOptions{OlderThan: 24 * time.Hour, BodyOrderID: message.BodyOrderID}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,32 +315,18 @@ func TestPruneWhileEventsAreApplied(t *testing.T) {
 
 func TestPruneRefusesANonPositiveWindow(t *testing.T) {
 	s := newStore(t)
-	if _, err := s.Prune(context.Background(), store.PruneOptions{}, nil); err == nil {
+	if _, err := s.Prune(context.Background(), store.PruneOptions{BodyOrderID: message.BodyOrderID}, nil); err == nil {
 		t.Error("prune with no window succeeded")
 	}
 }
 
-// A dead letter belongs to the order its body names, when the body names
-// one unambiguously.
-func TestBodyOrderID(t *testing.T) {
-	valid := `{"event_id":"e","order_id":"o-1","user_id":1,"status":"PAID","version":2,"amount_cents":5,"occurred_at":"2026-01-01T00:00:00Z"}`
-	for body, want := range map[string]string{
-		valid:                               "o-1",
-		`{"order_id":"o-2","user_id":0}`:    "o-2", // invalid fields, a valid order ID
-		`{"order_id":"o 3"}`:                "",
-		`{"order_id":7}`:                    "",
-		`{"order_id":null}`:                 "",
-		`{"keys":"o-1"}`:                    "",
-		`{"order_id":"o-1","order_id":"x"}`: "", // ambiguous
-		`{"order_id":"o-1","ORDER_ID":"x"}`: "",
-		`{"order_id":`:                      "",
-		`["o-1"]`:                           "",
-		"":                                  "",
-		`{"order_id":"o-1","pad":"` + strings.Repeat("x", wire.MaxBodySize) + `"}`: "",
-	} {
-		if got := store.BodyOrderID([]byte(body)); got != want {
-			t.Errorf("BodyOrderID(%.60s) = %q, want %q", body, got, want)
-		}
+// The store does not decode bodies: a prune without the decoder's reading
+// of a dead letter's order is refused, and removes nothing.
+func TestPruneRefusesNoBodyOrderID(t *testing.T) {
+	s := newStore(t)
+	_, err := s.Prune(context.Background(), store.PruneOptions{OlderThan: 24 * time.Hour}, nil)
+	if !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("prune without BodyOrderID: err %v, want ErrInvalid", err)
 	}
 }
 
@@ -375,14 +365,16 @@ func TestPruneRetiresIdleProducers(t *testing.T) {
 	}
 	// idle-1 holds 2 ranges (1-2, 4), idle-2 one (1-3), idle-3 one (2).
 	const wantProducers, wantRanges = 3, 4
-	st, err := s.Prune(ctx, store.PruneOptions{OlderThan: 24 * time.Hour, Batch: 2, DryRun: true}, nil)
+	st, err := s.Prune(ctx, store.PruneOptions{OlderThan: 24 * time.Hour,
+		BodyOrderID: message.BodyOrderID, Batch: 2, DryRun: true}, nil)
 	if err != nil || st.Producers != wantProducers || st.SequenceRanges != wantRanges {
 		t.Fatalf("dry run: %+v, %v; want %d producers, %d ranges", st, err, wantProducers, wantRanges)
 	}
 	if got := strings.Join(producers(), ","); got != "back,busy,idle-1,idle-2,idle-3" {
 		t.Fatalf("after the dry run: producers %s", got)
 	}
-	st, err = s.Prune(ctx, store.PruneOptions{OlderThan: 24 * time.Hour, Batch: 2}, nil)
+	st, err = s.Prune(ctx, store.PruneOptions{OlderThan: 24 * time.Hour,
+		BodyOrderID: message.BodyOrderID, Batch: 2}, nil)
 	if err != nil || st.Producers != wantProducers || st.SequenceRanges != wantRanges {
 		t.Fatalf("prune: %+v, %v; want %d producers, %d ranges", st, err, wantProducers, wantRanges)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/orderflow/orderflow/config"
+	"github.com/orderflow/orderflow/message"
 	"github.com/orderflow/orderflow/store"
 )
 
@@ -21,8 +22,10 @@ const pruneFloor = 24 * time.Hour
 // runPrune is `orderflow prune -older-than DURATION [-yes]`: the
 // order_events rows and dead letters of orders terminal for longer than the
 // window go, and so do the received sequence numbers of producers silent
-// for longer (store.Store.Prune); orders rows and the ledger stay. Without
-// -yes it is a dry run: it counts what would go and removes nothing.
+// for longer (store.Store.Prune); orders rows and the ledger stay. A dead
+// letter belongs to the order its body names, as message.BodyOrderID reads
+// it. Without -yes it is a dry run: it counts what would go and removes
+// nothing.
 func runPrune(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var (
 		cfg              config.Config
@@ -54,6 +57,7 @@ func runPrune(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := checkPruneFlags(&o, olderThan, yes, force, dryRun); err != nil {
 		return err
 	}
+	o.BodyOrderID = message.BodyOrderID
 	db, err := openStore(ctx, cfg)
 	if err != nil {
 		return err

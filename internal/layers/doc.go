@@ -18,7 +18,5 @@
 //     the test helpers wire the layers together and may import any of
 //     them.
 //
-// The test's exception table lists the edges that break these rules today,
-// each with the reason; an exception that is no longer needed fails the
-// test until it is removed, so the table only shrinks.
+// The rules have no exceptions: any import against them fails the test.
 package layers

@@ -42,20 +42,6 @@ var oracle = []string{"check", "scenario"}
 var pipeline = []string{"fsm", "wire", "api", "message", "bridge", "workflows", "activities", "store",
 	"dedup", "producer"}
 
-// exception is an import that breaks the layers today.
-type exception struct {
-	from, to string
-	why      string
-}
-
-// exceptions are the edges allowed for now. Each names what still needs
-// it; remove an entry once its import is gone (the test says when).
-var exceptions = []exception{
-	{"store", "message",
-		"store decodes: prune.go (message.Decode to find a body's order), " +
-			"events.go (message.Encode of a conflicting event without a source)"},
-}
-
 // pkg is a package as go list describes it.
 type pkg struct {
 	ImportPath string
@@ -127,25 +113,6 @@ func run(t *testing.T, dir, name string, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// without returns g less the exception edges, and the exceptions that are
-// not edges of g.
-func (g graph) without(ex []exception) (graph, []exception) {
-	out := graph{}
-	for from, tos := range g {
-		out[from] = slices.Clone(tos)
-	}
-	var stale []exception
-	for _, e := range ex {
-		i := slices.Index(out[e.from], e.to)
-		if i < 0 {
-			stale = append(stale, e)
-			continue
-		}
-		out[e.from] = slices.Delete(out[e.from], i, i+1)
-	}
-	return out, stale
-}
-
 // paths returns, for every package reachable from "from", one import path
 // that reaches it ("from -> a -> b").
 func (g graph) paths(from string) map[string]string {
@@ -195,9 +162,8 @@ func violations(g graph) []string {
 	return bad
 }
 
-// TestLayers fails on an import against the layers (see the package
-// documentation) that the exception table does not list, and on an
-// exception that is no longer needed.
+// TestLayers fails on any import against the layers (see the package
+// documentation).
 func TestLayers(t *testing.T) {
 	g, module := loadGraph(t)
 	for _, p := range slices.Concat(leaves, flow, oracle) {
@@ -205,11 +171,7 @@ func TestLayers(t *testing.T) {
 			t.Errorf("package %s/%s is not in the module: update the layers", module, p)
 		}
 	}
-	kept, stale := g.without(exceptions)
-	for _, e := range stale {
-		t.Errorf("exception %s -> %s is no longer needed: remove it from the table", e.from, e.to)
-	}
-	for _, v := range violations(kept) {
+	for _, v := range violations(g) {
 		t.Error(v)
 	}
 }
