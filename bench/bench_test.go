@@ -41,7 +41,10 @@ func TestParseRejectsBadFlags(t *testing.T) {
 		{"-server-ports", "7333,7340"},  // the UI on a port the server takes
 		{"-server-ports", "65530,8333"}, // the server takes the frontend port + 9
 		{"-server-shards", "0"},
-		{"-tune", "all"}, // the tuning mode is gone: BENCHMARKS.md has its finding
+		{"-phases", "e2e,capacity"},
+		{"-phases", "floor,open"},   // open's rates are shares of e2e's
+		{"-dev-ports", "7433,7442"}, // the UI on the dev server's metrics port
+		{"-tune", "all"},            // the tuning mode is gone: BENCHMARKS.md has its finding
 		{"-scaling"},
 		{"-flush=false"},
 		{"extra"},
@@ -61,6 +64,13 @@ func TestParseRejectsBadFlags(t *testing.T) {
 	if len(o.engines) != 2 || o.engines[0].Name != "dev" || o.engines[1].Name != "server" ||
 		!slices.Equal(o.serverPorts, []int{7333, 8333}) || o.serverShards != 4 {
 		t.Errorf("defaults: engines %v, server ports %v, shards %d", o.engines, o.serverPorts, o.serverShards)
+	}
+	if want := []string{"e2e", "floor", "dup", "hot", "open"}; !slices.Equal(o.phases, want) {
+		t.Errorf("default phases %v, want %v", o.phases, want)
+	}
+	// Phases run in their own order, whatever the flag's.
+	if _, o, err := parse([]string{"-phases", "floor, e2e"}); err != nil || !slices.Equal(o.phases, []string{"e2e", "floor"}) {
+		t.Errorf("-phases 'floor, e2e': %v, %v", o.phases, err)
 	}
 }
 
@@ -225,13 +235,16 @@ func TestDrawOpenLoopChartNeedsResults(t *testing.T) {
 
 func TestSummaryLines(t *testing.T) {
 	res := results{Baseline: cellResult{Rate: 2000}, Engines: []engineResult{
-		{Name: "dev", E2E: cellResult{Rate: 100}, Ratio: 0.05, SteadyP99: 212.4},
+		{Name: "dev", E2E: cellResult{Rate: 100}, Ratio: 0.05, SteadyP99: 212.4,
+			Floor: &cellResult{Rate: 300}, FloorRatio: 1.0 / 3, SteadyActions: 3.456},
 		{Name: "server", E2E: cellResult{Rate: 150.25}, Ratio: 0.075, SteadyP99: 90},
 	}}
 	got := summaryLines(res)
+	// What was not measured (the server's floor and costs, the capacity)
+	// is "-".
 	want := []string{
-		"orderflow bench [temporal=server]: e2e=150.2 baseline=2000.0 ratio=0.07 p99_ms=90",
-		"orderflow bench: e2e=100.0 baseline=2000.0 ratio=0.05 p99_ms=212",
+		"orderflow bench [temporal=server]: e2e=150.2 floor=- floor_ratio=- capacity=- p99_ms=90 actions_per_event=-",
+		"orderflow bench: e2e=100.0 floor=300.0 floor_ratio=0.33 capacity=- p99_ms=212 actions_per_event=3.46",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("summary lines\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

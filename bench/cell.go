@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -50,6 +48,9 @@ type cellConfig struct {
 	Fraction float64 `json:",omitempty"`
 	// BridgeArgs are extra flags of this cell's bridge.
 	BridgeArgs []string `json:",omitempty"`
+	// Floor runs the engine's floor (floorWorkflow, in the benchmark's
+	// process) behind the bridge instead of orderflow's worker processes.
+	Floor bool `json:",omitempty"`
 	// generate, when set, builds the scenario instead of scenarioOptions.
 	generate func(prefix string) (*scenario.Scenario, error)
 	// inspect, when set, runs once the cell settled, while its consumers
@@ -94,6 +95,8 @@ type cellResult struct {
 	// backlog's first to last effect, an open loop's first publish to
 	// last effect), from the samples that enclose it.
 	CPU *cpuShare `json:",omitempty"`
+	// Cost is the engine's work per event; nil for the direct consumer.
+	Cost *engineCost `json:",omitempty"`
 }
 
 // scenarioOptions are the benchmark's scenario: DESIGN's distortions with
@@ -110,6 +113,9 @@ func scenarioOptions(orders int, seed int64, prefix string, dupRate float64) sce
 // until every order settled, and checks the invariants.
 func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) {
 	res := cellResult{Config: cc, Prefix: uniq.Name("b")}
+	if cc.Floor {
+		b.floor = newFloorTracker()
+	}
 	db, err := newDatabase(ctx, b.cfg.DatabaseURL)
 	if err != nil {
 		return res, err
@@ -137,6 +143,12 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 			return res, err
 		}
 	}
+	var before costCounters
+	if !cc.Direct {
+		if before, err = readCounters(ctx, b.engineMetrics, b.cfg.TemporalNamespace, db); err != nil {
+			return res, err
+		}
+	}
 	stop, started, err := b.startConsumers(ctx, cc, db, topic, uniq.Name("bench-group"), uniq.Name("bench-tq"))
 	if err != nil {
 		return res, err
@@ -151,6 +163,11 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 	if err := b.settle(ctx, cc, db, &sc.Expected, &res); err != nil {
 		return res, err
 	}
+	if !cc.Direct {
+		if err := b.measureCost(ctx, db, before, costSample(sc.Messages, costSampleOrders), &res); err != nil {
+			return res, fmt.Errorf("%s: engine work: %w", cc.Name, err)
+		}
+	}
 	return res, b.measure(ctx, db, pub, started, &res)
 }
 
@@ -160,7 +177,7 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 func (b *bench) closeCell(ctx context.Context, cc cellConfig, db *database) {
 	if !cc.Direct {
 		began := time.Now()
-		n, t, err := b.closeWorkflows(context.WithoutCancel(ctx), db)
+		n, t, err := b.closeWorkflows(context.WithoutCancel(ctx), cc, db)
 		if err != nil {
 			slog.Warn("bench: terminate the cell's workflows", "cell", cc.Name, "err", err)
 		}
@@ -228,8 +245,16 @@ func (pub *publisher) openLoop(ctx context.Context, cc cellConfig, db *database,
 }
 
 // settle waits until the cell's database settled with every invariant
-// holding, then reads what Temporal and the processes say of the cell.
+// holding (the floor: until its workflows received every event), then
+// reads what Temporal and the processes say of the cell.
 func (b *bench) settle(ctx context.Context, cc cellConfig, db *database, exp *scenario.Expected, res *cellResult) error {
+	if cc.Floor {
+		if err := waitFloor(ctx, b.floor, res.Events, b.settleWait); err != nil {
+			return fmt.Errorf("%s: %w", cc.Name, err)
+		}
+		b.countRequests(ctx, res)
+		return nil
+	}
 	report, err := check.WaitSettled(ctx, db.DB, exp, check.WaitOptions{
 		Wait: b.settleWait, Interval: 500 * time.Millisecond, Settle: time.Second,
 	})
@@ -262,6 +287,9 @@ func (b *bench) settle(ctx context.Context, cc cellConfig, db *database, exp *sc
 // (Startup is reported apart); an open loop's at the first publish.
 func (b *bench) measure(ctx context.Context, db *database, pub *publisher, started time.Time, res *cellResult) error {
 	first, last, err := effectSpan(ctx, db)
+	if res.Config.Floor {
+		_, first, last = b.floor.received()
+	}
 	if err != nil {
 		return err
 	}
@@ -305,11 +333,11 @@ func (b *bench) startConsumers(ctx context.Context, cc cellConfig, db *database,
 		}
 		return d.Stop, started, nil
 	}
-	var running []*procs.Proc
+	var running []func()
 	stopAll := func() {
 		// Bridge first (it was started last), then the workers.
 		for i := len(running) - 1; i >= 0; i-- {
-			_, _, _ = running[i].Stop(40 * time.Second)
+			running[i]()
 		}
 	}
 	b.metricsAddrs = map[string]string{}
@@ -323,13 +351,20 @@ func (b *bench) startConsumers(ctx context.Context, cc cellConfig, db *database,
 			stopAll()
 			return err
 		}
-		running = append(running, p)
+		running = append(running, func() { _, _, _ = p.Stop(40 * time.Second) })
 		b.metricsAddrs[name] = p.Addr()
 		return nil
 	}
 	common := []string{"-task-queue", tq, "-database-url", db.DSN, "-temporal-address", b.cfg.TemporalAddress,
 		"-temporal-namespace", b.cfg.TemporalNamespace}
-	for i := 0; i < cc.Workers; i++ {
+	if cc.Floor {
+		stopFloor, err := startFloorWorker(b.tc, tq, b.floor)
+		if err != nil {
+			return nil, started, err
+		}
+		running = append(running, stopFloor)
+	}
+	for i := 0; i < cc.Workers && !cc.Floor; i++ {
 		args := append(slices.Clone(common), b.workerArgs...)
 		if err := start(fmt.Sprintf("%s-worker%d", cc.Name, i+1), b.workerBin, "ORDERFLOW_WORKER_METRICS_ADDR", args); err != nil {
 			return nil, started, err
@@ -349,27 +384,11 @@ func (b *bench) startConsumers(ctx context.Context, cc cellConfig, db *database,
 
 // fetch writes the body of url to path.
 func fetch(ctx context.Context, url, path string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	body, err := get(ctx, url)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return os.WriteFile(path, []byte(body), 0o644)
 }
 
 // countRequests reads, from the processes' /metrics once the cell settled

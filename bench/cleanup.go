@@ -36,15 +36,18 @@ func (c *cleanupStats) add(workflows, terminated int, took time.Duration) {
 
 // closeWorkflows terminates the order workflows of a measured cell that
 // still run: every order with a row in the cell's order_events (the only
-// orders that reached Temporal), the warm-up order included. Left running,
+// orders that reached Temporal), the warm-up order included, or the floor's
+// (every order its workflows received). Left running,
 // their timers (the grace period after a terminal status, the idle timeout)
 // would fire during later cells and take the engine's time from them, with
 // no worker left to run the tasks they schedule. It returns how many
 // workflows it asked about and how many it terminated; a workflow that
 // already completed is not an error.
-func (b *bench) closeWorkflows(ctx context.Context, db *database) (int, int, error) {
+func (b *bench) closeWorkflows(ctx context.Context, cc cellConfig, db *database) (int, int, error) {
 	var ids []string
-	if err := db.DB.WithContext(ctx).Raw(`SELECT DISTINCT order_id FROM order_events`).Scan(&ids).Error; err != nil {
+	if cc.Floor {
+		ids = b.floor.orders()
+	} else if err := db.DB.WithContext(ctx).Raw(`SELECT DISTINCT order_id FROM order_events`).Scan(&ids).Error; err != nil {
 		return 0, 0, fmt.Errorf("list the cell's orders: %w", err)
 	}
 	if len(ids) == 0 {

@@ -51,7 +51,10 @@ type engineSpec struct {
 var engineSpecs = []engineSpec{
 	{Name: "dev", Profile: "dev",
 		Doc:   "a Temporal dev server (temporal server start-dev, SQLite; scripts/stack.sh profile dev, as make up runs it) started afresh and stopped by the benchmark",
-		Ports: func(o options) []int { return o.devPorts }},
+		Ports: func(o options) []int { return o.devPorts },
+		Env: func(o options) []string {
+			return []string{"ORDERFLOW_TEMPORAL_METRICS_PORT=" + strconv.Itoa(o.devPorts[0]+metricsOffset)}
+		}},
 	{Name: "server", Profile: "server",
 		Doc:   "the Temporal server (scripts/stack.sh profile server) on the local PostgreSQL, started and stopped by the benchmark",
 		Ports: func(o options) []int { return o.serverPorts },
@@ -91,8 +94,7 @@ func parseEngines(s string) ([]engineSpec, error) {
 }
 
 // checkEnginePorts rejects an engine's ports that are not a frontend and a
-// UI port, or that overlap each other. The server profile takes the
-// frontend port and the nine above it.
+// UI port, or that overlap each other (temporalPorts).
 func checkEnginePorts(name, profile string, ports []int) error {
 	if len(ports) != 2 {
 		return fmt.Errorf("-%s-ports must be a frontend port and a UI port, got %v", name, ports)
@@ -103,20 +105,25 @@ func checkEnginePorts(name, profile string, ports []int) error {
 			return fmt.Errorf("-%s-ports: port %d out of range", name, q)
 		}
 		if taken[q] {
-			return fmt.Errorf("-%s-ports: port %d is taken twice (the server profile takes the frontend port and the nine above it)", name, q)
+			return fmt.Errorf("-%s-ports: port %d is taken twice (the server profile takes the frontend port and the nine above it, the dev server the frontend port and the ninth above it)", name, q)
 		}
 		taken[q] = true
 	}
 	return nil
 }
 
+// metricsOffset is where an engine's Prometheus endpoint is, from its
+// frontend port: the server profile's own (scripts/stack/temporal-server.sh),
+// and the dev server's --metrics-port, which the benchmark sets.
+const metricsOffset = 9
+
 // temporalPorts are the ports a Temporal of profile takes, from its frontend
-// and UI ports (scripts/stack.sh): the dev server its frontend and UI, the
-// server profile its frontend, the nine above it (its other services,
-// membership, HTTP API and metrics) and the UI.
+// and UI ports (scripts/stack.sh): the dev server its frontend, metrics and
+// UI, the server profile its frontend, the nine above it (its other
+// services, membership, HTTP API and metrics) and the UI.
 func temporalPorts(profile string, port, ui int) []int {
 	if profile != "server" {
-		return []int{port, ui}
+		return []int{port, port + metricsOffset, ui}
 	}
 	out := []int{}
 	for i := range 10 {
@@ -130,9 +137,9 @@ func temporalPorts(profile string, port, ui int) []int {
 type engine struct {
 	engineSpec
 	// Address and Namespace are its frontend and the namespace the phases
-	// use.
-	Address, Namespace string
-	stack              *stackTemporal
+	// use; Metrics its Prometheus endpoint.
+	Address, Namespace, Metrics string
+	stack                       *stackTemporal
 }
 
 // newEngine prepares spec's engine of a run, started through the
@@ -148,7 +155,8 @@ func newEngine(spec engineSpec, o options, cfg config.Config, root, logDir strin
 		return nil, err
 	}
 	return &engine{engineSpec: spec, stack: s,
-		Address: "127.0.0.1:" + strconv.Itoa(ports[0]), Namespace: config.DefaultTemporalNamespace}, nil
+		Address: "127.0.0.1:" + strconv.Itoa(ports[0]), Namespace: config.DefaultTemporalNamespace,
+		Metrics: "http://127.0.0.1:" + strconv.Itoa(ports[0]+metricsOffset) + "/metrics"}, nil
 }
 
 // prepareEngines makes the run's engines and resets each (nothing left

@@ -29,7 +29,7 @@ func TestTemporalPorts(t *testing.T) {
 	if got := temporalPorts("server", 7333, 8333); !slices.Equal(got, []int{7333, 7334, 7335, 7336, 7337, 7338, 7339, 7340, 7341, 7342, 8333}) {
 		t.Errorf("server profile ports %v", got)
 	}
-	if got := temporalPorts("dev", 7433, 8433); !slices.Equal(got, []int{7433, 8433}) {
+	if got := temporalPorts("dev", 7433, 8433); !slices.Equal(got, []int{7433, 7442, 8433}) {
 		t.Errorf("dev profile ports %v", got)
 	}
 	if err := checkEnginePorts("server", "server", []int{7333, 8333}); err != nil {
@@ -39,9 +39,13 @@ func TestTemporalPorts(t *testing.T) {
 	if err := checkEnginePorts("server", "server", []int{7333, 7340}); err == nil {
 		t.Error("a UI port among the server's was accepted")
 	}
-	// The dev profile takes no port above its frontend's.
+	// The dev profile takes its frontend's port and the ninth above it
+	// (metrics).
 	if err := checkEnginePorts("x", "dev", []int{7333, 7334}); err != nil {
 		t.Errorf("dev profile on 7333 with its UI on 7334: %v", err)
+	}
+	if err := checkEnginePorts("x", "dev", []int{7333, 7342}); err == nil {
+		t.Error("a dev UI port on its metrics port was accepted")
 	}
 }
 

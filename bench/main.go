@@ -17,6 +17,9 @@
 //     drained by the real bridge and worker processes into a fresh
 //     database: distinct events per second from the first database effect
 //     to the last; the ratio is e2e/baseline;
+//   - floor: the engine's floor, the same stream through the same bridge
+//     into a workflow of the benchmark's that only receives its signals
+//     (floorWorkflow): e2e/floor is orderflow's own overhead;
 //   - duplicates: the e2e drain without duplicates and with 50%;
 //   - hot order: one order receiving 2,000 events; every run of its
 //     workflow must end by continue-as-new;
@@ -25,28 +28,37 @@
 //     p50/p95/p99 latency from a business key's publish to its order_events
 //     row.
 //
-// Every cell ends with the invariants checked (check.WaitSettled). The run
-// draws the chart, writes its results to bench/results/<date>-<commit>.json
-// and ends with a line per engine, the dev engine's last:
+// -phases runs some of them only. Every orderflow cell ends with the
+// invariants checked (check.WaitSettled), the floor's once its workflows
+// received every event; every Temporal cell with the engine's work per
+// event (engineCost: the engine's action counter, a sample of histories,
+// the cell database's statistics). The run draws the chart, writes its
+// results to bench/results/<date>-<commit>.json and ends with a line per
+// engine, the dev engine's last ("-": not measured; the capacity is not
+// yet):
 //
-//	orderflow bench [temporal=server]: e2e=<events/s> baseline=<events/s> ratio=<e2e/baseline> p99_ms=<steady-rate p99>
-//	orderflow bench: e2e=<events/s> baseline=<events/s> ratio=<e2e/baseline> p99_ms=<steady-rate p99>
+//	orderflow bench [temporal=server]: e2e=<events/s> floor=<events/s> floor_ratio=<e2e/floor> capacity=- p99_ms=<steady-rate p99> actions_per_event=<steady rate>
+//	orderflow bench: e2e=<events/s> floor=<events/s> floor_ratio=<e2e/floor> capacity=- p99_ms=<steady-rate p99> actions_per_event=<steady rate>
 //
 // Run it with `make bench`.
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"go.temporal.io/sdk/client"
 
 	"github.com/orderflow/orderflow/config"
 	"github.com/orderflow/orderflow/internal/mq"
@@ -68,6 +80,11 @@ type bench struct {
 	cpu *cpuSampler
 	// cleanup counts the workflows the cells terminated once measured.
 	cleanup *cleanupStats
+	// tc is the current engine's client and engineMetrics its Prometheus
+	// endpoint; floor receives the current floor cell's events.
+	tc            client.Client
+	engineMetrics string
+	floor         *floorTracker
 }
 
 // options are the command's flags.
@@ -82,8 +99,10 @@ type options struct {
 	// the benchmark draws again (at chart), measuring nothing.
 	redraw                 string
 	workerArgs, bridgeArgs string
-	// engines are the Temporal engines measured, in this order.
+	// engines are the Temporal engines measured, in this order, and
+	// phases the phases run on each, in this order.
 	engines []engineSpec
+	phases  []string
 	// serverPorts and devPorts are the engines' frontend and UI ports;
 	// serverShards the server engine's history shards.
 	serverPorts, devPorts []int
@@ -143,7 +162,10 @@ func fractionList(s string) ([]float64, error) {
 
 // lists are the flags given as comma-separated lists, parsed after the
 // flag set.
-type lists struct{ fractions, engines, serverPorts, devPorts string }
+type lists struct{ fractions, engines, phases, serverPorts, devPorts string }
+
+// phaseNames are the phases of an engine, in the order they run.
+var phaseNames = []string{"e2e", "floor", "dup", "hot", "open"}
 
 func parse(args []string) (config.Config, options, error) {
 	var (
@@ -170,6 +192,7 @@ func parse(args []string) (config.Config, options, error) {
 	fs.Duration(&o.open.Duration, time.Minute, bs("open-duration", "how long the steady open-loop rate (-steady-rate) is offered"))
 	fs.Duration(&o.open.Others, 30*time.Second, bs("open-other-duration", "how long each other open-loop rate is offered (at most -open-duration)"))
 	fs.String(&l.engines, "dev,server", bs("engines", "Temporal engines to measure on, in this order: "+engineNames()))
+	fs.String(&l.phases, strings.Join(phaseNames, ","), bs("phases", "phases run on each engine (open needs e2e): "+strings.Join(phaseNames, ", ")))
 	fs.String(&l.serverPorts, "7333,8333", bs("server-ports", "frontend and UI ports of the server engine (it also takes the nine ports above the frontend's)"))
 	fs.Int(&o.serverShards, 4, bs("server-shards", "history shards of the server engine"))
 	fs.String(&l.devPorts, "7433,8433", bs("dev-ports", "frontend and UI ports of the dev engine"))
@@ -199,6 +222,9 @@ func (o *options) parseLists(l lists) error {
 	if o.engines, err = parseEngines(l.engines); err != nil {
 		return fmt.Errorf("-engines: %w", err)
 	}
+	if o.phases, err = parsePhases(l.phases); err != nil {
+		return fmt.Errorf("-phases: %w", err)
+	}
 	if o.serverPorts, err = intList(l.serverPorts); err != nil {
 		return fmt.Errorf("-server-ports: %w", err)
 	}
@@ -214,6 +240,29 @@ func (o *options) parseLists(l lists) error {
 		return fmt.Errorf("-open-rates: %w", err)
 	}
 	return nil
+}
+
+// parsePhases parses -phases: known names, each once, run in phaseNames'
+// order; open needs e2e (its rates are shares of it).
+func parsePhases(s string) ([]string, error) {
+	want := map[string]bool{}
+	for _, f := range strings.Split(s, ",") {
+		name := strings.TrimSpace(f)
+		if !slices.Contains(phaseNames, name) {
+			return nil, fmt.Errorf("unknown phase %q (known: %s)", name, strings.Join(phaseNames, ", "))
+		}
+		want[name] = true
+	}
+	if want["open"] && !want["e2e"] {
+		return nil, errors.New("the open phase needs the e2e phase")
+	}
+	var out []string
+	for _, name := range phaseNames {
+		if want[name] {
+			out = append(out, name)
+		}
+	}
+	return out, nil
 }
 
 // check rejects values out of range.
@@ -369,8 +418,13 @@ func summaryLines(res results) []string {
 		if er.Name != referenceEngine {
 			tag = " [temporal=" + er.Name + "]"
 		}
-		l := fmt.Sprintf("orderflow bench%s: e2e=%.1f baseline=%.1f ratio=%.2f p99_ms=%.0f",
-			tag, er.E2E.Rate, res.Baseline.Rate, er.Ratio, er.SteadyP99)
+		floor := 0.0
+		if er.Floor != nil {
+			floor = er.Floor.Rate
+		}
+		// The capacity sweep is not measured yet: "-".
+		l := fmt.Sprintf("orderflow bench%s: e2e=%s floor=%s floor_ratio=%s capacity=- p99_ms=%s actions_per_event=%s",
+			tag, figure(er.E2E.Rate, 1), figure(floor, 1), figure(er.FloorRatio, 2), figure(er.SteadyP99, 0), figure(er.SteadyActions, 2))
 		if er.Name == referenceEngine {
 			last = l
 		} else {
@@ -381,4 +435,13 @@ func summaryLines(res results) []string {
 		out = append(out, last)
 	}
 	return out
+}
+
+// figure formats v with prec decimals, or "-" when it was not measured
+// (0).
+func figure(v float64, prec int) string {
+	if v == 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(v, 'f', prec, 64)
 }

@@ -47,11 +47,12 @@ func (b *bench) runEngine(ctx context.Context, e *engine, o options, base cellRe
 		return er, err
 	}
 	defer stop()
-	for _, phase := range []func(context.Context, *engineResult) error{
-		func(ctx context.Context, er *engineResult) error { return p.e2e(ctx, er, base) },
-		p.duplicates, p.hot, p.openLoop,
-	} {
-		if err := phase(ctx, &er); err != nil {
+	phases := map[string]func(context.Context, *engineResult) error{
+		"e2e":   func(ctx context.Context, er *engineResult) error { return p.e2e(ctx, er, base) },
+		"floor": p.floor, "dup": p.duplicates, "hot": p.hot, "open": p.openLoop,
+	}
+	for _, name := range o.phases {
+		if err := phases[name](ctx, &er); err != nil {
 			return er, err
 		}
 	}
@@ -76,6 +77,7 @@ func (b *bench) startEngine(ctx context.Context, e *engine, o options, er *engin
 	eb := *b
 	eb.cfg.TemporalAddress, eb.cfg.TemporalNamespace = e.Address, e.Namespace
 	eb.cleanup = &cleanupStats{}
+	eb.engineMetrics = e.Metrics
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	tc, err := obs.NewTemporalClient(dctx, eb.cfg, slog.Default(), nil)
 	cancel()
@@ -83,6 +85,7 @@ func (b *bench) startEngine(ctx context.Context, e *engine, o options, er *engin
 		e.stack.down()
 		return nil, nil, err
 	}
+	eb.tc = tc
 	stop := sync.OnceFunc(func() {
 		tc.Close()
 		e.stack.down()
@@ -102,8 +105,29 @@ func (p *enginePhases) e2e(ctx context.Context, er *engineResult, base cellResul
 	if e2e.CPU != nil {
 		p.printf("cpu:      %s", describeCPU(e2e))
 	}
+	p.printf("cost:     %s", e2e.Cost)
 	er.Ratio = e2e.Rate / base.Rate
 	p.printf("ratio:    e2e/baseline = %.2f (distinct events/s, both draining a backlog of the same scenario)", er.Ratio)
+	return nil
+}
+
+// floor is the engine's floor draining the e2e backlog: the same stream
+// through the same bridge into a workflow that only receives its signals;
+// orderflow/floor is orderflow's own overhead.
+func (p *enginePhases) floor(ctx context.Context, er *engineResult) error {
+	cc := p.cell("floor", p.o.orders, 0.2)
+	cc.Floor = true
+	r, err := p.b.runCell(ctx, cc)
+	if err != nil {
+		return fmt.Errorf("floor: %w", err)
+	}
+	er.Floor = &r
+	p.printf("floor:    %s", describeDrain(r))
+	p.printf("cost:     %s", r.Cost)
+	if er.E2E.Rate > 0 {
+		er.FloorRatio = er.E2E.Rate / r.Rate
+		p.printf("floor:    orderflow/floor = %.2f (distinct events/s, both draining a backlog of the same scenario)", er.FloorRatio)
+	}
 	return nil
 }
 
@@ -181,6 +205,10 @@ func (p *enginePhases) openLoop(ctx context.Context, er *engineResult) error {
 		return err
 	}
 	er.SteadyP99 = float64(st.P99) / float64(time.Millisecond)
+	if st.Cost != nil {
+		er.SteadyActions = st.Cost.Actions
+		p.printf("cost:     steady %s", st.Cost)
+	}
 	p.printf("steady:   %.2f x e2e = %.1f events/s (%.1f messages/s kept by the publisher) for %.0fs: p50 %s p95 %s p99 %s",
 		plan.Steady, st.Config.Offered, st.PublishRate, st.Publish.Seconds(), ms(st.P50), ms(st.P95), ms(st.P99))
 	return nil
@@ -200,7 +228,11 @@ func ms(d time.Duration) string {
 // describeDrain is the line of a cell that drained a backlog.
 func describeDrain(r cellResult) string {
 	signals, consumer := "", "the direct consumer"
-	if !r.Config.Direct {
+	switch {
+	case r.Config.Floor:
+		signals = fmt.Sprintf("; %d signals", r.Signals)
+		consumer = "the bridge and the floor's no-op workflow worker"
+	case !r.Config.Direct:
 		signals = fmt.Sprintf("; %d signals, %d workflow tasks (%.2f per message)", r.Signals, r.WorkflowTasks,
 			float64(r.WorkflowTasks)/float64(max(r.Messages, 1)))
 		consumer = fmt.Sprintf("the bridge and %d worker process(es)", r.Config.Workers)

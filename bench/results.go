@@ -51,6 +51,12 @@ type engineResult struct {
 	Hot       *cellResult  `json:"hot_order,omitempty"`
 	OpenLoop  []cellResult `json:"open_loop"`
 	SteadyP99 float64      `json:"steady_p99_ms"`
+	// Floor is the engine's floor draining the e2e backlog, and
+	// FloorRatio e2e/floor.
+	Floor      *cellResult `json:"floor,omitempty"`
+	FloorRatio float64     `json:"ratio_e2e_floor,omitempty"`
+	// SteadyActions is the engine's actions per event at the steady rate.
+	SteadyActions float64 `json:"steady_actions_per_event,omitempty"`
 }
 
 // resultsName is the results file's name of a run: its start (UTC) and

@@ -7,6 +7,9 @@
 
 TEMPORAL_PORT=${ORDERFLOW_TEMPORAL_PORT:-7233}
 TEMPORAL_UI_PORT=${ORDERFLOW_TEMPORAL_UI_PORT:-8233}
+# ORDERFLOW_TEMPORAL_METRICS_PORT, when set, serves the dev server's
+# Prometheus metrics (/metrics) on that port; none by default.
+TEMPORAL_METRICS_PORT=${ORDERFLOW_TEMPORAL_METRICS_PORT:-}
 TEMPORAL_PROFILE=${ORDERFLOW_TEMPORAL_PROFILE:-dev}
 TEMPORAL_VERSION=1.5.1
 TEMPORAL_BIN=$CACHE/temporal-$TEMPORAL_VERSION/temporal
@@ -36,7 +39,8 @@ temporal_start() {
 	say temporal "starting on 127.0.0.1:$TEMPORAL_PORT, UI on 127.0.0.1:$TEMPORAL_UI_PORT"
 	spawn "$TEMPORAL_PID" "$TEMPORAL_LOG" "$TEMPORAL_BIN" server start-dev --ip 127.0.0.1 --port "$TEMPORAL_PORT" --ui-port "$TEMPORAL_UI_PORT" \
 		--namespace default --db-filename "$DATA/temporal/temporal.db" --sqlite-pragma journal_mode=wal --sqlite-pragma synchronous=NORMAL \
-		--search-attribute OrderStatus=Keyword --log-level warn --color never
+		--search-attribute OrderStatus=Keyword --log-level warn --color never \
+		${TEMPORAL_METRICS_PORT:+--metrics-port "$TEMPORAL_METRICS_PORT"}
 }
 
 temporal_up() {

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"testing"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+
+	"github.com/orderflow/orderflow/scenario"
+)
+
+// ev makes a history event of type t.
+func ev(t enumspb.EventType) *historypb.HistoryEvent { return &historypb.HistoryEvent{EventType: t} }
+
+// marker makes a marker event of name.
+func marker(name string) *historypb.HistoryEvent {
+	e := ev(enumspb.EVENT_TYPE_MARKER_RECORDED)
+	e.Attributes = &historypb.HistoryEvent_MarkerRecordedEventAttributes{
+		MarkerRecordedEventAttributes: &historypb.MarkerRecordedEventAttributes{MarkerName: name}}
+	return e
+}
+
+// task is one workflow task's scheduled, started and completed events.
+func task() []*historypb.HistoryEvent {
+	return []*historypb.HistoryEvent{ev(enumspb.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED),
+		ev(enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED), ev(enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)}
+}
+
+func TestHistoryCost(t *testing.T) {
+	continued := ev(enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED)
+	continued.Attributes = &historypb.HistoryEvent_WorkflowExecutionStartedEventAttributes{
+		WorkflowExecutionStartedEventAttributes: &historypb.WorkflowExecutionStartedEventAttributes{ContinuedExecutionRunId: "r0"}}
+	var h []*historypb.HistoryEvent
+	// A run started by SignalWithStart: the start is not an action, its
+	// signal is.
+	h = append(h, ev(enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED), ev(enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED))
+	// Task 1: a version marker (none), three local activities (one), an
+	// upsert (one), a timer (one).
+	h = append(h, task()...)
+	h = append(h, marker("Version"), marker("LocalActivity"), marker("LocalActivity"), marker("LocalActivity"),
+		ev(enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES), ev(enumspb.EVENT_TYPE_TIMER_STARTED),
+		ev(enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED))
+	// Task 2: one local activity (one more).
+	h = append(h, task()...)
+	h = append(h, marker("LocalActivity"))
+	got := historyCost(h)
+	if want := (historyTally{events: len(h), tasks: 2, actions: 6}); got != want {
+		t.Errorf("historyCost = %+v, want %+v", got, want)
+	}
+	// A run continued as new is one action of its own.
+	if got := historyCost([]*historypb.HistoryEvent{continued}); got.actions != 1 {
+		t.Errorf("a continued run's start: %d actions, want 1", got.actions)
+	}
+}
+
+func TestCostSample(t *testing.T) {
+	m := func(kind scenario.Kind, order string, version int64) scenario.Message {
+		return scenario.Message{Kind: kind, Event: scenario.Event{OrderID: order, Version: version}}
+	}
+	msgs := []scenario.Message{m(scenario.KindEvent, "a", 1), m(scenario.KindEvent, "b", 1), m(scenario.KindDuplicate, "a", 1),
+		m(scenario.KindEvent, "a", 2), m(scenario.KindConflict, "b", 1), m(scenario.KindBad, "c", 1), m(scenario.KindEvent, "d", 1)}
+	got := costSample(msgs, 10)
+	want := map[string]int{"a": 2, "b": 1, "d": 1}
+	if len(got) != len(want) {
+		t.Fatalf("costSample = %v, want %v", got, want)
+	}
+	for k, n := range want {
+		if got[k] != n {
+			t.Errorf("costSample = %v, want %v", got, want)
+		}
+	}
+	if got := costSample(msgs, 2); len(got) != 2 {
+		t.Errorf("a sample of 2: %v", got)
+	}
+}

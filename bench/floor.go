@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/orderflow/orderflow/api"
+	"github.com/orderflow/orderflow/scenario"
+	"github.com/orderflow/orderflow/workflows"
+)
+
+// The engine's floor: the same bridge process, with the same workflow IDs,
+// SignalWithStart requests and batches, signal-starts workflows of type
+// api.WorkflowType on the cell's own task queue, which no orderflow worker
+// polls: the benchmark's floor worker serves it with floorWorkflow, which
+// only receives its signals. What orderflow's drain costs over the floor's
+// is orderflow's own work.
+
+// floorTracker notes when the floor's workflows first received each
+// business key: the floor's "effects", as order_events rows are
+// orderflow's.
+type floorTracker struct {
+	mu          sync.Mutex
+	seen        map[scenario.Key]bool
+	first, last time.Time
+}
+
+func newFloorTracker() *floorTracker { return &floorTracker{seen: map[scenario.Key]bool{}} }
+
+// note records k as received now, unless it was before.
+func (t *floorTracker) note(k scenario.Key) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.seen[k] {
+		return
+	}
+	t.seen[k] = true
+	now := time.Now()
+	if t.first.IsZero() {
+		t.first = now
+	}
+	t.last = now
+}
+
+// received is how many distinct keys were received, and when the first
+// and the last of them were.
+func (t *floorTracker) received() (n int, first, last time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.seen), t.first, t.last
+}
+
+// orders are the orders of the keys received.
+func (t *floorTracker) orders() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	seen := map[string]bool{}
+	var out []string
+	for k := range t.seen {
+		if !seen[k.OrderID] {
+			seen[k.OrderID] = true
+			out = append(out, k.OrderID)
+		}
+	}
+	return out
+}
+
+// floorWorkflow is the no-op order workflow: it receives the order-event
+// and order-events signals and does nothing with them, and continues as
+// new as OrderWorkflow does, after Params.MaxEventsPerRun events or when
+// Temporal suggests it, once no signal is pending. It starts no timer and
+// never completes: the cell terminates it once measured. It tells t of
+// what it receives outside replay (an observation, not workflow state).
+func floorWorkflow(t *floorTracker) func(workflow.Context, workflows.Input) error {
+	return func(ctx workflow.Context, in workflows.Input) error {
+		handled := 0
+		note := func(ds ...workflows.Delivery) {
+			handled += len(ds)
+			if !workflow.IsReplaying(ctx) {
+				for _, d := range ds {
+					t.note(scenario.Key{OrderID: d.OrderID, Version: d.Version})
+				}
+			}
+		}
+		sel := workflow.NewSelector(ctx)
+		sel.AddReceive(workflow.GetSignalChannel(ctx, api.SignalEvent), func(c workflow.ReceiveChannel, _ bool) {
+			var d workflows.Delivery
+			c.Receive(ctx, &d)
+			note(d)
+		})
+		sel.AddReceive(workflow.GetSignalChannel(ctx, api.SignalEvents), func(c workflow.ReceiveChannel, _ bool) {
+			var b workflows.Batch
+			c.Receive(ctx, &b)
+			note(b.Deliveries...)
+		})
+		for {
+			sel.Select(ctx)
+			for sel.HasPending() {
+				sel.Select(ctx)
+			}
+			bound := in.Params.MaxEventsPerRun
+			if (bound > 0 && handled >= bound) || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+				return workflow.NewContinueAsNewError(ctx, api.WorkflowType, workflows.Input{Params: in.Params})
+			}
+		}
+	}
+}
+
+// startFloorWorker starts, in the benchmark's process, a worker of
+// floorWorkflow telling t, on taskQueue, with the pollers and task slots
+// of orderflow's worker defaults; it returns how to stop it.
+func startFloorWorker(tc client.Client, taskQueue string, t *floorTracker) (func(), error) {
+	w := worker.New(tc, taskQueue, worker.Options{MaxConcurrentWorkflowTaskExecutionSize: 100, MaxConcurrentWorkflowTaskPollers: 4})
+	w.RegisterWorkflowWithOptions(floorWorkflow(t), workflow.RegisterOptions{Name: api.WorkflowType})
+	if err := w.Start(); err != nil {
+		return nil, fmt.Errorf("floor worker: %w", err)
+	}
+	return w.Stop, nil
+}
+
+// waitFloor waits until the floor's workflows received want distinct keys,
+// for at most wait.
+func waitFloor(ctx context.Context, t *floorTracker, want int, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for {
+		n, _, _ := t.received()
+		if n >= want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the floor's workflows received %d of %d events in %s", n, want, wait)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
