@@ -386,10 +386,14 @@ func (b *bench) runBaseline(ctx context.Context, o options, out io.Writer) (cell
 // finish draws the chart, writes the results file and prints the last
 // lines.
 func finish(res results, o options, out io.Writer) error {
-	if err := drawOpenLoopChart(o.chart, res); err != nil {
-		return fmt.Errorf("chart: %w", err)
+	if slices.Contains(o.phases, "open") {
+		if err := drawOpenLoopChart(o.chart, res); err != nil {
+			return fmt.Errorf("chart: %w", err)
+		}
+		fmt.Fprintf(out, "chart:    %s\n", o.chart)
+	} else {
+		fmt.Fprintf(out, "chart:    not drawn (no open phase)\n")
 	}
-	fmt.Fprintf(out, "chart:    %s\n", o.chart)
 	res.Took = time.Since(res.Started).Round(time.Second).String()
 	path, err := writeResults(o.resultsDir, res)
 	if err != nil {
