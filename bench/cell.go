@@ -286,11 +286,13 @@ func (b *bench) settle(ctx context.Context, cc cellConfig, db *database, exp *sc
 // from its database effects. A backlog's clock starts at the first effect
 // (Startup is reported apart); an open loop's at the first publish.
 func (b *bench) measure(ctx context.Context, db *database, pub *publisher, started time.Time, res *cellResult) error {
-	first, last, err := effectSpan(ctx, db)
+	var (
+		first, last time.Time
+		err         error
+	)
 	if res.Config.Floor {
 		_, first, last = b.floor.received()
-	}
-	if err != nil {
+	} else if first, last, err = effectSpan(ctx, db); err != nil {
 		return err
 	}
 	open := res.Config.Offered > 0

@@ -95,6 +95,11 @@ type historyTally struct {
 	events, tasks, actions int
 }
 
+// add adds u to t.
+func (t *historyTally) add(u historyTally) {
+	t.events, t.tasks, t.actions = t.events+u.events, t.tasks+u.tasks, t.actions+u.actions
+}
+
 // historyCost tallies one run's history by Temporal Cloud's published
 // rules: a signal (SignalWithStart included) is one action, a run started
 // by continue-as-new one, all local activities of one workflow task
@@ -141,8 +146,7 @@ func orderHistories(ctx context.Context, tc client.Client, orderID string) (hist
 			}
 			events = append(events, e)
 		}
-		t := historyCost(events)
-		sum.events, sum.tasks, sum.actions = sum.events+t.events, sum.tasks+t.tasks, sum.actions+t.actions
+		sum.add(historyCost(events))
 		if len(events) == 0 {
 			return sum, nil
 		}
@@ -201,7 +205,7 @@ func (b *bench) measureCost(ctx context.Context, db *database, before costCounte
 		if err != nil {
 			return err
 		}
-		sum.events, sum.tasks, sum.actions = sum.events+t.events, sum.tasks+t.tasks, sum.actions+t.actions
+		sum.add(t)
 		c.SampleOrders++
 		c.SampleEvents += n
 	}

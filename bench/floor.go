@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -28,10 +30,13 @@ import (
 type floorTracker struct {
 	mu          sync.Mutex
 	seen        map[scenario.Key]bool
+	orderIDs    map[string]bool
 	first, last time.Time
 }
 
-func newFloorTracker() *floorTracker { return &floorTracker{seen: map[scenario.Key]bool{}} }
+func newFloorTracker() *floorTracker {
+	return &floorTracker{seen: map[scenario.Key]bool{}, orderIDs: map[string]bool{}}
+}
 
 // note records k as received now, unless it was before.
 func (t *floorTracker) note(k scenario.Key) {
@@ -40,7 +45,7 @@ func (t *floorTracker) note(k scenario.Key) {
 	if t.seen[k] {
 		return
 	}
-	t.seen[k] = true
+	t.seen[k], t.orderIDs[k.OrderID] = true, true
 	now := time.Now()
 	if t.first.IsZero() {
 		t.first = now
@@ -60,15 +65,7 @@ func (t *floorTracker) received() (n int, first, last time.Time) {
 func (t *floorTracker) orders() []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	seen := map[string]bool{}
-	var out []string
-	for k := range t.seen {
-		if !seen[k.OrderID] {
-			seen[k.OrderID] = true
-			out = append(out, k.OrderID)
-		}
-	}
-	return out
+	return slices.Collect(maps.Keys(t.orderIDs))
 }
 
 // floorWorkflow is the no-op order workflow: it receives the order-event
