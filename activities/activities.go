@@ -125,6 +125,55 @@ func (a *Activities) AwardPoints(ctx context.Context, in AwardPointsInput) (Awar
 	return AwardPointsResult{Inserted: inserted}, nil
 }
 
+// ApplyEventAndAwardResult is ApplyEvent's decision and, when the
+// decision moves points, what became of the ledger row it moves them with.
+type ApplyEventAndAwardResult struct {
+	ApplyEventResult
+	// Award is nil when the decision moves no points.
+	Award *AwardOutcome `json:"award,omitempty"`
+}
+
+// AwardOutcome is the ledger row a decision moves points with, and whether
+// this call inserted it; Refused is the reason when the store refused the
+// row as invalid input (a non-retryable failure, which does not fail the
+// decision already committed).
+type AwardOutcome struct {
+	Row      AwardPointsInput `json:"row"`
+	Inserted bool             `json:"inserted"`
+	Refused  string           `json:"refused,omitempty"`
+}
+
+// ApplyEventAndAward applies one event (ApplyEvent) and, when the decision
+// moves points, inserts the ledger row it moves them with (AwardPoints):
+// one activity, so that a workflow task records one step for both. They
+// are two transactions, each idempotent: a retry after the second failed
+// finds the event recorded (a repeat, returning the first decision) and
+// inserts the row then. A row the store refuses as invalid is reported in
+// Award.Refused, not as the activity's failure: the decision stands.
+func (a *Activities) ApplyEventAndAward(ctx context.Context, in ApplyEventInput) (ApplyEventAndAwardResult, error) {
+	res, err := a.ApplyEvent(ctx, in)
+	if err != nil {
+		return ApplyEventAndAwardResult{}, err
+	}
+	out := ApplyEventAndAwardResult{ApplyEventResult: res}
+	d := res.Decision
+	if d.Points == fsm.PointsNone {
+		return out, nil
+	}
+	row := AwardPointsInput{OrderID: in.Event.OrderID, UserID: d.Next.PointsUser(), Kind: d.Points,
+		Points: d.PointsDelta, Version: in.Event.Version}
+	pr, err := a.AwardPoints(ctx, row)
+	out.Award = &AwardOutcome{Row: row, Inserted: pr.Inserted}
+	if err != nil {
+		var appErr *temporal.ApplicationError
+		if !errors.As(err, &appErr) || !appErr.NonRetryable() {
+			return ApplyEventAndAwardResult{}, err
+		}
+		out.Award.Refused = err.Error()
+	}
+	return out, nil
+}
+
 // temporalError returns err as Temporal should see it: input the store
 // refused as a non-retryable application error of type invalidType (or
 // ErrTypeUnknownOrder), anything else unchanged, so that it is retried.

@@ -41,6 +41,9 @@ const (
 	ActivityLoadOrder   = "LoadOrder"
 	ActivityApplyEvent  = "ApplyEvent"
 	ActivityAwardPoints = "AwardPoints"
+	// ActivityApplyEventAndAward is ApplyEvent and, when the decision
+	// moves points, AwardPoints as one step.
+	ActivityApplyEventAndAward = "ApplyEventAndAward"
 )
 
 // OrderStatusKey is the typed key of the OrderStatus search attribute.
