@@ -32,9 +32,7 @@ func (r *run) handle(in Delivery) error {
 	// The step's summary is the workflow's own decision, known before the
 	// step; the database's, authoritative, is its result.
 	local := r.expect(e)
-	var res activities.ApplyEventResult
-	err := r.execute(acts.ApplyEvent, activities.ApplyEventInput{Event: e, Source: in.Source},
-		DecisionSummary(e, local)).Get(r.ctx, &res)
+	res, award, err := r.apply(in, local)
 	if err != nil {
 		if temporal.IsCanceledError(err) {
 			return err
@@ -46,7 +44,12 @@ func (r *run) handle(in Delivery) error {
 	}
 	last := r.adopt(e, hash, local, res, logger)
 	r.logDecision(res, logger)
-	if err := r.movePoints(res.Decision, e.Version, logger); err != nil {
+	if r.oneStep {
+		r.noteAward(award, logger)
+		if err := r.reconcilePoints(logger); err != nil {
+			return err
+		}
+	} else if err := r.movePoints(res.Decision, e.Version, logger); err != nil {
 		return err
 	}
 	r.showDetails(last)
@@ -54,6 +57,39 @@ func (r *run) handle(in Delivery) error {
 		return nil // the caller upserts once the pending signals are handled
 	}
 	return r.upsertStatus()
+}
+
+// apply runs the step that applies in (local being the workflow's own
+// decision): ApplyEvent, or with oneStep ApplyEventAndAward, which also
+// writes the ledger row the decision moves points with and returns what
+// became of it.
+func (r *run) apply(in Delivery, local fsm.Decision) (activities.ApplyEventResult, *activities.AwardOutcome, error) {
+	arg := activities.ApplyEventInput{Event: in.Event, Source: in.Source}
+	summary := DecisionSummary(in.Event, local)
+	if !r.oneStep {
+		var res activities.ApplyEventResult
+		err := r.execute(acts.ApplyEvent, arg, summary).Get(r.ctx, &res)
+		return res, nil, err
+	}
+	var res activities.ApplyEventAndAwardResult
+	err := r.execute(acts.ApplyEventAndAward, arg, summary).Get(r.ctx, &res)
+	return res.ApplyEventResult, res.Award, err
+}
+
+// noteAward records what became of the ledger row ApplyEventAndAward
+// wrote (nil when the decision moved no points): in place, or refused as
+// invalid input, which is counted as failed and logged.
+func (r *run) noteAward(a *activities.AwardOutcome, logger log.Logger) {
+	if a == nil {
+		return
+	}
+	if a.Refused != "" {
+		r.state.Failed++
+		logger.Error("points could not be awarded", "kind", a.Row.Kind, "points", a.Row.Points, "error", a.Refused)
+		return
+	}
+	r.state.setAwarded(a.Row.Kind)
+	logger.Info("points awarded", "kind", a.Row.Kind, "points", a.Row.Points, "inserted", a.Inserted)
 }
 
 // admit reports whether e is a valid event of the run's order; an event

@@ -47,16 +47,18 @@ import (
 // the source message; recorded before the steps carried summaries),
 // testdata/drain-* (version 3 with summaries, before
 // workflow.GetVersion("carry-pending-signals"): a run handles every pending
-// signal before it continues as new). The unprefixed files are version 3
-// with a summary on every database step (user metadata, which replay does
-// not compare: the v3-* files replay against the same code) and, where a
-// run continues as new, "carry-pending-signals" version 1: the runs of
-// continue-as-new, carry-pending and carry-batch carry pending events to
-// the next. in-order, reordered-duplicates, cancel-after-pay, batched and
-// late-event-fresh-run never reach a point where the two differ: their
-// files from before the change are kept. batched*.json have order-events
-// signals, which need no new version: the workflow handles a batch's
-// events exactly as separate signals, with the same commands.
+// signal before it continues as new), testdata/v3s-* (version 3 with a
+// summary on every database step, which is user metadata that replay does
+// not compare, so the v3-* files replay against the same code; where a run
+// continues as new, "carry-pending-signals" version 1). The unprefixed
+// files are version 4: an event's decision and its ledger row are one step
+// (ApplyEventAndAward), and the deadline's timer is started only when the
+// run waits with no signal pending; the runs of continue-as-new,
+// carry-pending and carry-batch carry pending events to the next. Before
+// re-recording after a new version, move the unprefixed files under a
+// prefix of their own, so that they keep replaying. batched*.json have
+// order-events signals, which need no new version: the workflow handles a
+// batch's events exactly as separate signals, with the same commands.
 const recordEnv = "ORDERFLOW_RECORD_HISTORIES"
 
 // replayScenarios are the scenarios that must have at least one recorded
@@ -92,12 +94,17 @@ func TestReplayRecordedHistories(t *testing.T) {
 // these lines in the order's event history.
 func TestRecordedHistoriesCarrySummaries(t *testing.T) {
 	for file, want := range map[string][]string{
+		// Version 4 of ChangeLocalActivities: the ledger row is written by
+		// the decision's own step.
 		"in-order.json": {"load the order from PostgreSQL", "v1 CREATED → applied", "v2 PAID → applied, +129 points",
-			"+129 points (purchase) for user 42", "v3 SHIPPED → applied", "v4 DELIVERED → applied", "v5 COMPLETED → applied"},
+			"v3 SHIPPED → applied", "v4 DELIVERED → applied", "v5 COMPLETED → applied"},
 		"reordered-duplicates.json": {"load the order from PostgreSQL", "v3 SHIPPED → applied, over a gap, +129 points",
-			"+129 points (purchase) for user 42", "v1 CREATED → stale, order at v3", "v2 PAID → stale, order at v3",
+			"v1 CREATED → stale, order at v3", "v2 PAID → stale, order at v3",
 			"v4 DELIVERED → applied", "v5 COMPLETED → applied", "v4 DELIVERED → conflict, parked"},
 		"cancel-after-pay.json": {"load the order from PostgreSQL", "v1 CREATED → applied", "v2 PAID → applied, +129 points",
+			"v3 CANCELLED → applied, -129 points", "v4 SHIPPED → illegal after CANCELLED"},
+		// Version 3: the ledger row is a step of its own.
+		"v3s-cancel-after-pay.json": {"load the order from PostgreSQL", "v1 CREATED → applied", "v2 PAID → applied, +129 points",
 			"+129 points (purchase) for user 42", "v3 CANCELLED → applied, -129 points", "-129 points (refund) for user 42",
 			"v4 SHIPPED → illegal after CANCELLED"},
 	} {

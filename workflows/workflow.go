@@ -60,8 +60,17 @@ func LocalActivityOptions() workflow.LocalActivityOptions {
 // writes the missing ones the order is due before it handles any signal,
 // and a duplicate signal also writes any row still missing (a run that
 // ended between ApplyEvent and AwardPoints no longer waits for a new
-// event). Runs recorded before a change replay with the older behaviour
-// (workflow.DefaultVersion: regular activities, one upsert per event).
+// event). Version 4: an event's decision and the ledger row it moves
+// points with are one local activity (ApplyEventAndAward), so a task that
+// handles an event records one step for both; and the deadline's timer is
+// started only when the run waits with no signal pending (a signal already
+// there ends the wait at once), and a timer that a nearer deadline
+// supersedes is left to lapse rather than cancelled (it is later than the
+// new one, so the run ends first). A new change ID would cost every run
+// one more marker and one more TemporalChangeVersion upsert (a billable
+// action), so the change is a version of this one. Runs recorded before a
+// change replay with the older behaviour (workflow.DefaultVersion: regular
+// activities, one upsert per event).
 const ChangeLocalActivities = "local-db-activities"
 
 // Versions of ChangeLocalActivities.
@@ -69,6 +78,7 @@ const (
 	versionLocalActivities workflow.Version = 1
 	versionCoalesceStatus  workflow.Version = 2
 	versionReconcileLedger workflow.Version = 3
+	versionLeanTasks       workflow.Version = 4
 )
 
 // Register registers OrderWorkflow under its type name WorkflowType.
@@ -100,7 +110,7 @@ func OrderWorkflow(ctx workflow.Context, in Input) (Result, error) {
 	actx, _ := workflow.NewDisconnectedContext(ctx)
 	actx = workflow.WithActivityOptions(actx, ActivityOptions())
 	actx = workflow.WithLocalActivityOptions(actx, LocalActivityOptions())
-	version := workflow.GetVersion(ctx, ChangeLocalActivities, workflow.DefaultVersion, versionReconcileLedger)
+	version := workflow.GetVersion(ctx, ChangeLocalActivities, workflow.DefaultVersion, versionLeanTasks)
 	r := &run{
 		root: ctx,
 		ctx:  actx,
@@ -113,8 +123,12 @@ func OrderWorkflow(ctx workflow.Context, in Input) (Result, error) {
 		coalesce: version >= versionCoalesceStatus,
 		// The ledger is checked on load and on duplicates.
 		reconcile: version >= versionReconcileLedger,
-		logger:    log.With(workflow.GetLogger(ctx), "order_id", orderID),
-		params:    in.Params.withDefaults(),
+		// An event's decision and its points are one step.
+		oneStep: version >= versionLeanTasks,
+		// A timer only when the run waits for one.
+		leanTimers: version >= versionLeanTasks,
+		logger:     log.With(workflow.GetLogger(ctx), "order_id", orderID),
+		params:     in.Params.withDefaults(),
 	}
 	if err := workflow.SetQueryHandler(ctx, api.QueryState, func() (State, error) { return r.state.clone(), nil }); err != nil {
 		return Result{}, fmt.Errorf("register %s query: %w", api.QueryState, err)
@@ -168,6 +182,13 @@ type run struct {
 	// reconcile is true when a fresh run and a duplicate signal write the
 	// ledger rows the order is due but that are missing.
 	reconcile bool
+	// oneStep is true when an event's decision and the ledger row it
+	// moves points with are one activity (ApplyEventAndAward).
+	oneStep bool
+	// leanTimers is true when the deadline's timer is started only when
+	// the run waits with no signal pending, and a superseded one is not
+	// cancelled.
+	leanTimers bool
 	// last is the last decision, as the current details show it.
 	last string
 	// pending are the events received but not handled yet, oldest first:
@@ -326,12 +347,14 @@ type deadlineTimer struct {
 }
 
 // arm keeps the pending timer unless the deadline moved earlier; a timer
-// that fires early is simply re-armed for the rest.
-func (t *deadlineTimer) arm(ctx workflow.Context, deadline, now time.Time) {
+// that fires early is simply re-armed for the rest. With lapse, a timer
+// superseded by an earlier deadline is not cancelled: it would fire after
+// the new one, which ends the run.
+func (t *deadlineTimer) arm(ctx workflow.Context, deadline, now time.Time, lapse bool) {
 	if t.future != nil && !deadline.Before(t.at) {
 		return
 	}
-	if t.cancel != nil {
+	if t.cancel != nil && !lapse {
 		t.cancel()
 	}
 	var tctx workflow.Context
@@ -342,7 +365,15 @@ func (t *deadlineTimer) arm(ctx workflow.Context, deadline, now time.Time) {
 // wait waits for a signal, whose events it appends to the pending ones, or
 // for the deadline's timer. A wait that blocks starts a new workflow task.
 func (r *run) wait(ch inbox, t *deadlineTimer, deadline, now time.Time) {
-	t.arm(r.root, deadline, now)
+	if r.leanTimers && ch.Len() > 0 {
+		// A signal is pending: the selector takes it at once, and no
+		// timer is needed to end the wait.
+		sel := workflow.NewSelector(r.root)
+		ch.addTo(sel, &r.pending)
+		sel.Select(r.root)
+		return
+	}
+	t.arm(r.root, deadline, now, r.leanTimers)
 	// When nothing is ready the selector blocks: what wakes it comes with
 	// a new workflow task.
 	blocks := ch.Len() == 0 && !t.future.IsReady()
