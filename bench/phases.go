@@ -144,6 +144,8 @@ func (p *enginePhases) duplicates(ctx context.Context, er *engineResult) error {
 	er.NoDup, er.Dup = &nodup, &dup
 	p.printf("no dups:  %s", describeDrain(nodup))
 	p.printf("%.0f%% dups: %s", 100*p.o.dupRate, describeDrain(dup))
+	p.printf("cost:     no dups %s", nodup.Cost)
+	p.printf("cost:     %.0f%% dups %s", 100*p.o.dupRate, dup.Cost)
 	p.printf("dups:     %.0f%% duplicates / none = %.2f in distinct events/s", 100*p.o.dupRate, dup.Rate/nodup.Rate)
 	return nil
 }
@@ -173,6 +175,7 @@ func (p *enginePhases) hot(ctx context.Context, er *engineResult) error {
 	er.Hot = &hot
 	p.printf("hot:      %d events of one order (batch size %d) drained in %.1fs = %.1f events/s, continuing as new every %d events; %d signals; its workflow: %s",
 		hot.Events, o.batch, hot.Elapsed.Seconds(), hot.Rate, o.hotMaxEvents, hot.Signals, hot.Hot)
+	p.printf("cost:     hot order %s", hot.Cost)
 	if o.hotMaxEvents > 0 && hot.Hot.MaxHandled > 2*o.hotMaxEvents {
 		p.printf("hot:      continue-as-new was deferred under the stream: a run handled %d events, not about %d",
 			hot.Hot.MaxHandled, o.hotMaxEvents)
@@ -207,7 +210,9 @@ func (p *enginePhases) openLoop(ctx context.Context, er *engineResult) error {
 	er.SteadyP99 = float64(st.P99) / float64(time.Millisecond)
 	if st.Cost != nil {
 		er.SteadyActions = st.Cost.Actions
-		p.printf("cost:     steady %s", st.Cost)
+	}
+	for _, r := range er.OpenLoop {
+		p.printf("cost:     %.2f x e2e %s", r.Config.Fraction, r.Cost)
 	}
 	p.printf("steady:   %.2f x e2e = %.1f events/s (%.1f messages/s kept by the publisher) for %.0fs: p50 %s p95 %s p99 %s",
 		plan.Steady, st.Config.Offered, st.PublishRate, st.Publish.Seconds(), ms(st.P50), ms(st.P95), ms(st.P99))
