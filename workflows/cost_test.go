@@ -221,7 +221,7 @@ func costEvents(orderID string) []fsm.Event {
 // 6 history events per event that changes the status (the signal, the
 // task's three, one step's marker, one upsert) and 5 per event that does
 // not; in a batched burst at most 3 history events per event, everything
-// included. The 5 history events per event in a steady stream is
+// included, and one timer. The 5 history events per event in a steady stream is
 // out of reach for an event that changes the status in its own task (see
 // above); it is logged, not asserted.
 func TestCostPerEventOnRealServices(t *testing.T) {
@@ -302,6 +302,11 @@ func TestCostPerEventOnRealServices(t *testing.T) {
 		logTotal(t, "batched burst", total, len(ds))
 		if total.events > 3*len(ds) {
 			t.Errorf("batched burst: %d history events for %d events, want at most %d", total.events, len(ds), 3*len(ds))
+		}
+		// The run handled every event before it first waited, the order
+		// terminal by then: one timer, the grace period's.
+		if total.timers != 1 {
+			t.Errorf("batched burst: %d timers started, want 1", total.timers)
 		}
 	})
 }
