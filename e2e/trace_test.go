@@ -202,12 +202,15 @@ func checkTrace(spans []otlpSpan, orderID, topic string) error {
 	if okRun && okSWS {
 		under(run, sws)
 	}
-	apply, okApply := one("RunActivity:ApplyEvent", worker, map[string]string{"orderflow.order_id": orderID,
+	// An event's decision and its points are one local activity
+	// (workflows' ChangeLocalActivities version 4): both carry their
+	// attributes on its span.
+	apply, okApply := one("RunActivity:"+api.ActivityApplyEventAndAward, worker, map[string]string{"orderflow.order_id": orderID,
 		"orderflow.outcome": string(fsm.Applied)})
 	if okApply && okRun {
 		under(apply, run)
 	}
-	if award, ok := one("RunActivity:AwardPoints", worker, map[string]string{"orderflow.order_id": orderID,
+	if award, ok := one("RunActivity:"+api.ActivityApplyEventAndAward, worker, map[string]string{"orderflow.order_id": orderID,
 		"orderflow.points.kind": string(fsm.Purchase), "orderflow.points.inserted": "true"}); ok && okRun {
 		under(award, run)
 	}

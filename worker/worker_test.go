@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orderflow/orderflow/api"
 	"github.com/orderflow/orderflow/internal/procs"
 	"github.com/orderflow/orderflow/internal/testenv"
 	"github.com/orderflow/orderflow/internal/uniq"
@@ -284,13 +285,13 @@ func TestWorkerSurvivesSIGKILL(t *testing.T) {
 	found := false
 	for _, line := range strings.Split(metrics, "\n") {
 		if strings.HasPrefix(line, "temporal_local_activity_execution_latency") && strings.Contains(line, "_bucket{") &&
-			strings.Contains(line, `activity_type="ApplyEvent"`) {
+			strings.Contains(line, `activity_type="`+api.ActivityApplyEventAndAward+`"`) {
 			found = true
 			break
 		}
 	}
 	if !found {
-		t.Errorf("/metrics has no histogram of ApplyEvent's local activity latency")
+		t.Errorf("/metrics has no histogram of %s's local activity latency", api.ActivityApplyEventAndAward)
 	}
 
 	code, _, err := second.Stop(30 * time.Second)
