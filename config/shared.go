@@ -312,8 +312,8 @@ type CoreSetting struct {
 	Default string
 }
 
-// Core is the configuration table of docs/design.md: the settings that
-// every process of a deployment shares, with their defaults.
+// Core is the settings that every process of a deployment shares, with
+// their defaults (docs/configuration.md lists them as "Shared settings").
 func Core() []CoreSetting {
 	return []CoreSetting{
 		{TemporalAddress, DefaultTemporalAddress},

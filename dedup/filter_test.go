@@ -85,7 +85,7 @@ func event(order string, v int64, amount int64) fsm.Event {
 		AmountCents: amount, OccurredAt: time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)}
 }
 
-// The decision table of docs/design.md ("Duplicate filter"): only Redis or
+// The duplicate filter's decisions (docs/design.md §3.7): only Redis or
 // the ledger confirms; the ledger is asked only after a Bloom hit that
 // Redis did not confirm; a different content hash is a conflict.
 func TestDecisionTable(t *testing.T) {

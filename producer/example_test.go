@@ -14,7 +14,7 @@ import (
 var errOrderChanged = errors.New("the order changed meanwhile")
 
 // An upstream order service pays an order: its own order row and the
-// order's event commit together, or neither (the README's example).
+// order's event commit together, or neither (docs/design.md §2.8 points here).
 func ExampleNewTx() {
 	ctx := context.Background()
 	var db *gorm.DB // the service's own PostgreSQL database
