@@ -159,6 +159,10 @@ func newHarness(t *testing.T, orderID string) *harness {
 	return newHarnessOn(t, orderID, newFakeDB())
 }
 
+// testDeadlockTimeout is how long the test environment lets workflow code
+// run without yielding before it reports a deadlock (newHarnessOn).
+const testDeadlockTimeout = 10 * time.Second
+
 // newHarnessOn is newHarness on an existing fake database, for the next
 // run of a chain.
 func newHarnessOn(t *testing.T, orderID string, db *fakeDB) *harness {
@@ -179,6 +183,12 @@ func newHarnessOn(t *testing.T, orderID string, db *fakeDB) *harness {
 		h.sa = append(h.sa, v)
 	}).Return(nil)
 	env.SetTestTimeout(30 * time.Second)
+	// The SDK's default fails a workflow task whose code runs 1 s without
+	// yielding. Under the race detector on a loaded machine, measuring a
+	// large carry (TestContinueAsNewBoundsTheCarriedBytes: 2.3 MiB as JSON)
+	// takes that long; a workflow that truly blocks still fails, at
+	// testDeadlockTimeout.
+	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: testDeadlockTimeout})
 	return h
 }
 
@@ -896,7 +906,7 @@ func runChain(t *testing.T, orderID string, db *fakeDB, in Input, events []Deliv
 		// completes first, where the server would have failed the
 		// completion or given the signal to the next run.
 		var delivered []int64
-		h.env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{&signalTap{
+		h.env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: testDeadlockTimeout, Interceptors: []interceptor.WorkerInterceptor{&signalTap{
 			t: t,
 			on: func(name string, vs []int64) {
 				delivered = append(delivered, vs...)
