@@ -145,7 +145,7 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 	}
 	var before costCounters
 	if !cc.Direct {
-		if before, err = readCounters(ctx, b.engineMetrics, b.cfg.TemporalNamespace, db); err != nil {
+		if before, err = readCounters(ctx, b.engineMetrics, b.cfg.TemporalNamespace, "", db); err != nil {
 			return res, err
 		}
 	}

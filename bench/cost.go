@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -54,8 +56,9 @@ type costCounters struct {
 }
 
 // readCounters reads the engine's action counter of namespace from its
-// Prometheus endpoint (none: 0) and the cell database's statistics.
-func readCounters(ctx context.Context, metricsURL, namespace string, db *database) (costCounters, error) {
+// Prometheus endpoint (none: 0) and the cell database's statistics; when
+// save is not empty, it keeps the engine's metrics there.
+func readCounters(ctx context.Context, metricsURL, namespace, save string, db *database) (costCounters, error) {
 	var c costCounters
 	if metricsURL != "" {
 		text, err := get(ctx, metricsURL)
@@ -63,6 +66,9 @@ func readCounters(ctx context.Context, metricsURL, namespace string, db *databas
 			return c, fmt.Errorf("engine metrics: %w", err)
 		}
 		c.actions = promSum(text, "action", `namespace="`+namespace+`"`)
+		if save != "" {
+			_ = os.WriteFile(save, []byte(text), 0o644)
+		}
 	}
 	err := db.DB.WithContext(ctx).Raw(`SELECT xact_commit + xact_rollback, tup_inserted + tup_updated + tup_deleted
 		FROM pg_stat_database WHERE datname = current_database()`).Row().Scan(&c.xacts, &c.rows)
@@ -192,7 +198,10 @@ func (b *bench) measureCost(ctx context.Context, db *database, before costCounte
 		return ctx.Err()
 	case <-time.After(1500 * time.Millisecond):
 	}
-	after, err := readCounters(ctx, b.engineMetrics, b.cfg.TemporalNamespace, db)
+	// The engine's metrics are kept beside the processes' (its action
+	// counter by action_type).
+	save := filepath.Join(b.logDir, res.Config.Name+"-engine.metrics.txt")
+	after, err := readCounters(ctx, b.engineMetrics, b.cfg.TemporalNamespace, save, db)
 	if err != nil {
 		return err
 	}
