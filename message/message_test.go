@@ -211,24 +211,6 @@ func TestLongReasonIsBoundedAndValidUTF8(t *testing.T) {
 	}
 }
 
-func TestSanitize(t *testing.T) {
-	for _, c := range []struct {
-		in   string
-		n    int
-		want string
-	}{
-		{"plain", 0, "plain"},
-		{"a\x00b", 0, "ab"},
-		{"a\xffb", 0, "a\uFFFDb"},
-		{"ééé", 3, "é"},
-		{"abc", 2, "ab"},
-	} {
-		if got := wire.Sanitize(c.in, c.n); got != c.want {
-			t.Errorf("wire.Sanitize(%q, %d) = %q, want %q", c.in, c.n, got, c.want)
-		}
-	}
-}
-
 func TestCheckEnvelope(t *testing.T) {
 	e := fsm.Event{OrderID: "o-1", Status: fsm.Paid}
 	for _, c := range []struct {
