@@ -3,6 +3,7 @@ package fsm
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -133,6 +134,20 @@ func (e Event) Validate() error {
 		return &ValidationError{"occurred_at", "is required"}
 	}
 	return nil
+}
+
+// Body is e as a producer sends it, the JSON of Event, its sequence
+// fields checked (CheckSequence); the other fields are the caller's to
+// validate.
+func (e Event) Body() ([]byte, error) {
+	if err := e.CheckSequence(); err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		return nil, fmt.Errorf("encode event %s: %w", e.Key(), err)
+	}
+	return b, nil
 }
 
 // CheckSequence checks the event's loss-detection fields against the

@@ -134,14 +134,7 @@ func Encode(e fsm.Event) ([]byte, error) {
 	if err := e.Validate(); err != nil {
 		return nil, err
 	}
-	if err := e.CheckSequence(); err != nil {
-		return nil, err
-	}
-	b, err := json.Marshal(e)
-	if err != nil {
-		return nil, fmt.Errorf("encode event %s: %w", e.Key(), err)
-	}
-	return b, nil
+	return e.Body()
 }
 
 // Decode checks the size of body, decodes it as an event and validates it

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -341,7 +340,9 @@ func applyOnce(db *gorm.DB, e fsm.Event, hash string, src wire.Envelope) (res Ap
 // in the same transaction.
 func conflict(db *gorm.DB, e fsm.Event, cur fsm.Order, src wire.Envelope, reason string, counted bool) (Applied, error) {
 	if src.Body == nil {
-		body, err := eventBody(e)
+		// e came without its message: park it as a producer sends it
+		// (ApplyEvent validated the rest).
+		body, err := e.Body()
 		if err != nil {
 			return Applied{}, fmt.Errorf("encode conflicting event: %w", err)
 		}
@@ -361,20 +362,6 @@ func conflict(db *gorm.DB, e fsm.Event, cur fsm.Order, src wire.Envelope, reason
 		return Applied{}, err
 	}
 	return Applied{Decision: fsm.Decision{Outcome: fsm.Conflict, Reason: reason, Next: cur}}, nil
-}
-
-// eventBody is the message body of e, an event ApplyEvent validated, as a
-// producer sends it: the JSON of fsm.Event, its sequence fields checked.
-// A conflict parks it when the event came without its message.
-func eventBody(e fsm.Event) ([]byte, error) {
-	if err := e.CheckSequence(); err != nil {
-		return nil, err
-	}
-	b, err := json.Marshal(e)
-	if err != nil {
-		return nil, fmt.Errorf("encode event %s: %w", e.Key(), err)
-	}
-	return b, nil
 }
 
 // maxMessageIDs is how many message IDs order_events keeps per business key
