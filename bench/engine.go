@@ -307,7 +307,9 @@ func (s *stackTemporal) down() {
 
 // describe is the one-line account of where this Temporal runs.
 func (s *stackTemporal) describe() string {
-	d := fmt.Sprintf("scripts/stack.sh profile %s, frontend 127.0.0.1:%d, UI :%d, data %s", s.Profile, s.Port, s.UIPort, s.Data)
+	// The data folder is named from the repository's root, so that the
+	// results file carries no path of the machine that ran it.
+	d := fmt.Sprintf("scripts/stack.sh profile %s, frontend 127.0.0.1:%d, UI :%d, data .data/%s", s.Profile, s.Port, s.UIPort, filepath.Base(s.Data))
 	if len(s.Databases) > 0 {
 		d += ", databases " + strings.Join(s.Databases, " and ") + " created afresh"
 	}
