@@ -10,39 +10,32 @@ import (
 	"time"
 
 	"go.temporal.io/api/serviceerror"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/orderflow/orderflow/api"
 	"github.com/orderflow/orderflow/internal/obs"
 )
 
-// closeConcurrency is how many terminations closeWorkflows has in flight.
-const closeConcurrency = 16
-
 // cleanupStats counts what closeWorkflows did over a run.
 type cleanupStats struct {
-	mu         sync.Mutex
-	Workflows  int
-	Terminated int
-	Took       time.Duration
+	mu                    sync.Mutex
+	Workflows, Terminated int
+	Took                  time.Duration
 }
 
 func (c *cleanupStats) add(workflows, terminated int, took time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.Workflows += workflows
-	c.Terminated += terminated
-	c.Took += took
+	c.Workflows, c.Terminated, c.Took = c.Workflows+workflows, c.Terminated+terminated, c.Took+took
 }
 
 // closeWorkflows terminates the order workflows of a measured cell that
 // still run: every order with a row in the cell's order_events (the only
-// orders that reached Temporal), the warm-up order included, or the floor's
-// (every order its workflows received). Left running,
-// their timers (the grace period after a terminal status, the idle timeout)
-// would fire during later cells and take the engine's time from them, with
-// no worker left to run the tasks they schedule. It returns how many
-// workflows it asked about and how many it terminated; a workflow that
-// already completed is not an error.
+// orders that reached Temporal), or the floor's. Left running, their timers
+// (the grace period after a terminal status, the idle timeout) would fire
+// during later cells, with no worker left to run the tasks they schedule.
+// It returns how many workflows it asked about and how many it terminated;
+// a workflow that already completed is not an error.
 func (b *bench) closeWorkflows(ctx context.Context, cc cellConfig, db *database) (int, int, error) {
 	var ids []string
 	if cc.Floor {
@@ -60,36 +53,22 @@ func (b *bench) closeWorkflows(ctx context.Context, cc cellConfig, db *database)
 		return 0, 0, err
 	}
 	defer tc.Close()
-	var (
-		terminated atomic.Int64
-		next       atomic.Int64
-		firstErr   error
-		errOnce    sync.Once
-		wg         sync.WaitGroup
-	)
-	for range min(closeConcurrency, len(ids)) {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= len(ids) || ctx.Err() != nil {
-					return
-				}
-				err := tc.TerminateWorkflow(ctx, api.WorkflowID(ids[i]), "", "benchmark cell measured")
-				var nf *serviceerror.NotFound
-				switch {
-				case err == nil:
-					terminated.Add(1)
-				case errors.As(err, &nf):
-					// Completed already (or never started).
-				default:
-					errOnce.Do(func() { firstErr = fmt.Errorf("terminate %s: %w", api.WorkflowID(ids[i]), err) })
-				}
+	var terminated atomic.Int64
+	var g errgroup.Group
+	g.SetLimit(16)
+	for _, id := range ids {
+		g.Go(func() error {
+			err := tc.TerminateWorkflow(ctx, api.WorkflowID(id), "", "benchmark cell measured")
+			var nf *serviceerror.NotFound
+			switch {
+			case err == nil:
+				terminated.Add(1)
+			case !errors.As(err, &nf): // NotFound: completed already, or never started
+				return fmt.Errorf("terminate %s: %w", api.WorkflowID(id), err)
 			}
+			return nil
 		})
 	}
-	wg.Wait()
-	if firstErr == nil {
-		firstErr = ctx.Err()
-	}
-	return len(ids), int(terminated.Load()), firstErr
+	err = g.Wait()
+	return len(ids), int(terminated.Load()), err
 }

@@ -22,24 +22,20 @@ const costSampleOrders = 30
 
 // engineCost is the engine's work per distinct event of a cell.
 type engineCost struct {
-	// Actions is the engine's own count: the delta of the Temporal
-	// server's action counter over the cell (the cell's namespace), per
-	// event.
+	// Actions is the delta of the Temporal server's action counter (the
+	// cell's namespace) over the cell, per event.
 	Actions float64 `json:"actions_per_event"`
-	// SampleOrders of the cell's orders, with SampleEvents distinct events,
-	// had their histories read (every run) once the cell settled; the
-	// counts below are theirs, per event.
+	// The histories (every run) of SampleOrders of the cell's orders, with
+	// SampleEvents distinct events, give the workflow tasks, history
+	// events and actions by Temporal Cloud's rules (historyCost) per event.
 	SampleOrders  int     `json:"sample_orders"`
 	SampleEvents  int     `json:"sample_events"`
 	WorkflowTasks float64 `json:"workflow_tasks_per_event"`
 	HistoryEvents float64 `json:"history_events_per_event"`
-	// BilledActions counts the sample's actions by Temporal Cloud's rules
-	// (historyCost).
 	BilledActions float64 `json:"billed_actions_per_event"`
-	// PGTransactions and PGRowsWritten are the cell database's transactions
-	// (pg_stat_database xact_commit + xact_rollback: pg_stat_statements is
-	// not available; the benchmark's own settle checks included) and rows
-	// written (tup_inserted + tup_updated + tup_deleted) per event.
+	// PGTransactions (xact_commit + xact_rollback, the benchmark's settle
+	// checks included) and PGRowsWritten (tup_inserted + tup_updated +
+	// tup_deleted) per event are from the cell database's pg_stat_database.
 	PGTransactions float64 `json:"pg_transactions_per_event"`
 	PGRowsWritten  float64 `json:"pg_rows_written_per_event"`
 }
@@ -55,9 +51,9 @@ type costCounters struct {
 	actions, xacts, rows float64
 }
 
-// readCounters reads the engine's action counter of namespace from its
-// Prometheus endpoint (none: 0) and the cell database's statistics; when
-// save is not empty, it keeps the engine's metrics there.
+// readCounters reads the action counter of namespace from the engine's
+// Prometheus endpoint (none: 0), keeping the metrics in the file save when
+// it is named, and the cell database's statistics.
 func readCounters(ctx context.Context, metricsURL, namespace, save string, db *database) (costCounters, error) {
 	var c costCounters
 	if metricsURL != "" {
@@ -101,11 +97,6 @@ type historyTally struct {
 	events, tasks, actions int
 }
 
-// add adds u to t.
-func (t *historyTally) add(u historyTally) {
-	t.events, t.tasks, t.actions = t.events+u.events, t.tasks+u.tasks, t.actions+u.actions
-}
-
 // historyCost tallies one run's history by Temporal Cloud's published
 // rules: a signal (SignalWithStart included) is one action, a run started
 // by continue-as-new one, all local activities of one workflow task
@@ -114,11 +105,10 @@ func (t *historyTally) add(u historyTally) {
 // marker.
 func historyCost(events []*historypb.HistoryEvent) historyTally {
 	t := historyTally{events: len(events)}
-	task, laTask := 0, -1
+	laTask := -1
 	for _, e := range events {
 		switch e.GetEventType() {
 		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
-			task++
 			t.tasks++
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
 			if e.GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId() != "" {
@@ -128,8 +118,8 @@ func historyCost(events []*historypb.HistoryEvent) historyTally {
 			enumspb.EVENT_TYPE_TIMER_STARTED, enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
 			t.actions++
 		case enumspb.EVENT_TYPE_MARKER_RECORDED:
-			if e.GetMarkerRecordedEventAttributes().GetMarkerName() == "LocalActivity" && laTask != task {
-				laTask = task
+			if e.GetMarkerRecordedEventAttributes().GetMarkerName() == "LocalActivity" && laTask != t.tasks {
+				laTask = t.tasks
 				t.actions++
 			}
 		}
@@ -137,31 +127,30 @@ func historyCost(events []*historypb.HistoryEvent) historyTally {
 	return t
 }
 
-// orderHistories tallies every run of the order's workflow, from the
-// current one back through the runs it continued.
-func orderHistories(ctx context.Context, tc client.Client, orderID string) (historyTally, error) {
-	var sum historyTally
+// orderRuns is the history of every run of the order's workflow, the
+// current run first, back through the runs it continued.
+func orderRuns(ctx context.Context, tc client.Client, orderID string) ([][]*historypb.HistoryEvent, error) {
+	var runs [][]*historypb.HistoryEvent
 	id, runID := api.WorkflowID(orderID), ""
-	for runs := 0; runs < 1000; runs++ {
+	for len(runs) < 1000 {
 		var events []*historypb.HistoryEvent
 		it := tc.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		for it.HasNext() {
 			e, err := it.Next()
 			if err != nil {
-				return sum, fmt.Errorf("history of %s: %w", id, err)
+				return runs, fmt.Errorf("history of %s: %w", id, err)
 			}
 			events = append(events, e)
 		}
-		sum.add(historyCost(events))
 		if len(events) == 0 {
-			return sum, nil
+			return runs, nil
 		}
-		runID = events[0].GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId()
-		if runID == "" {
-			return sum, nil
+		runs = append(runs, events)
+		if runID = events[0].GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId(); runID == "" {
+			return runs, nil
 		}
 	}
-	return sum, fmt.Errorf("history of %s: more than 1000 runs", id)
+	return runs, fmt.Errorf("history of %s: more than 1000 runs", id)
 }
 
 // costSample is up to n of the scenario's orders, spread over it, with the
@@ -189,7 +178,8 @@ func costSample(msgs []scenario.Message, n int) map[string]int {
 }
 
 // measureCost fills res.Cost: the counters' delta since before, per event,
-// and the sample's histories.
+// and the sample's histories. The engine's metrics are kept in the log
+// folder.
 func (b *bench) measureCost(ctx context.Context, db *database, before costCounters, sample map[string]int, res *cellResult) error {
 	// A PostgreSQL backend publishes its counters within a second of
 	// going idle.
@@ -198,8 +188,6 @@ func (b *bench) measureCost(ctx context.Context, db *database, before costCounte
 		return ctx.Err()
 	case <-time.After(1500 * time.Millisecond):
 	}
-	// The engine's metrics are kept beside the processes' (its action
-	// counter by action_type).
 	save := filepath.Join(b.logDir, res.Config.Name+"-engine.metrics.txt")
 	after, err := readCounters(ctx, b.engineMetrics, b.cfg.TemporalNamespace, save, db)
 	if err != nil {
@@ -210,11 +198,14 @@ func (b *bench) measureCost(ctx context.Context, db *database, before costCounte
 		PGTransactions: (after.xacts - before.xacts) / ev, PGRowsWritten: (after.rows - before.rows) / ev}
 	var sum historyTally
 	for orderID, n := range sample {
-		t, err := orderHistories(ctx, b.tc, orderID)
+		runs, err := orderRuns(ctx, b.tc, orderID)
 		if err != nil {
 			return err
 		}
-		sum.add(t)
+		for _, events := range runs {
+			t := historyCost(events)
+			sum.events, sum.tasks, sum.actions = sum.events+t.events, sum.tasks+t.tasks, sum.actions+t.actions
+		}
 		c.SampleOrders++
 		c.SampleEvents += n
 	}

@@ -13,10 +13,9 @@ import (
 	"github.com/orderflow/orderflow/wire"
 )
 
-// direct is the baseline without Temporal, the approach of the seed
-// articles: a RocketMQ push consumer that applies each event in-process with
-// the same ApplyEvent transaction (business key, version guard, state
-// machine) and inserts the points row, acking only after both committed.
+// direct is the baseline without Temporal: a RocketMQ push consumer that
+// applies each event in-process with the same ApplyEvent transaction and
+// points row as orderflow, acking only after both committed.
 type direct struct {
 	consumer *mq.Consumer
 	db       *store.Store
@@ -50,10 +49,9 @@ func (d *direct) Stop() {
 	_ = d.db.Close()
 }
 
-// handleDirect applies one message: park it when invalid, otherwise apply
-// the event and award the points its decision moves. An error hands the
-// message back to the broker; every step is idempotent, so redelivery is
-// safe.
+// handleDirect parks an invalid message, or applies its event and awards
+// the points its decision moves. An error hands the message back to the
+// broker; every step is idempotent.
 func handleDirect(ctx context.Context, db *store.Store, m *primitive.MessageExt) error {
 	env := wire.NewEnvelope(m.Topic, m.MsgId, m.GetKeys(), m.GetTags(), m.Body, time.Time{}, mq.InflateRefused(m))
 	r := message.Parse(env)

@@ -10,9 +10,7 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
-	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
-	gormlogger "gorm.io/gorm/logger"
 
 	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/internal/procs"
@@ -26,7 +24,6 @@ const makeUp = "start the local stack with `make up` (see `make status`)"
 
 // database is a fresh, migrated PostgreSQL database of one benchmark cell.
 type database struct {
-	Name  string
 	DSN   string
 	DB    *gorm.DB
 	store *store.Store
@@ -39,69 +36,77 @@ func (d *database) Close() error {
 	return d.drop()
 }
 
-// newDatabase creates and migrates a fresh database on the server that
-// adminURL (DATABASE_URL) names.
+// newDatabase creates a fresh database on the server that adminURL
+// (DATABASE_URL) names and migrates it, as `orderflow migrate` does before
+// a deployment's worker and bridge start.
 func newDatabase(ctx context.Context, adminURL string) (*database, error) {
-	u, err := url.Parse(adminURL)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		return nil, fmt.Errorf("DATABASE_URL must be a postgres:// URL, got %q", adminURL)
-	}
-	adm, err := gorm.Open(postgres.Open(adminURL), &gorm.Config{Logger: gormlogger.Discard})
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", u.Redacted(), err)
-	}
-	closeAdm := func() {
-		if sqlDB, err := adm.DB(); err == nil {
-			_ = sqlDB.Close()
-		}
-	}
 	name := strings.ReplaceAll(uniq.Name("orderflow_bench"), "-", "_")
-	if err := adm.WithContext(ctx).Exec(`CREATE DATABASE ` + name).Error; err != nil {
-		closeAdm()
-		return nil, fmt.Errorf("PostgreSQL at %s: create database %s: %w; %s", u.Redacted(), name, err, makeUp)
+	if err := adminExec(ctx, adminURL, `CREATE DATABASE `+name); err != nil {
+		return nil, fmt.Errorf("%w; %s", err, makeUp)
 	}
 	drop := func() error {
-		defer closeAdm()
-		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := adm.WithContext(dctx).Exec(`DROP DATABASE IF EXISTS ` + name + ` WITH (FORCE)`).Error; err != nil {
-			return fmt.Errorf("drop database %s: %w", name, err)
-		}
-		return nil
+		return dropDatabases(ctx, adminURL, name)
 	}
-	du := *u
-	du.Path = "/" + name
-	if err := migrate(ctx, du.String()); err != nil {
+	u, _ := url.Parse(adminURL) // parsed by adminExec
+	u.Path = "/" + name
+	dsn := u.String()
+	db, err := sql.Open("pgx", dsn)
+	if err == nil {
+		err = migrations.Up(ctx, db)
+		_ = db.Close()
+	}
+	if err != nil {
 		_ = drop()
 		return nil, fmt.Errorf("migrate database %s: %w", name, err)
 	}
-	st, err := store.Open(ctx, du.String(), 8)
+	st, err := store.Open(ctx, dsn, 8)
 	if err != nil {
 		_ = drop()
 		return nil, fmt.Errorf("open database %s: %w", name, err)
 	}
-	return &database{Name: name, DSN: du.String(), DB: st.DB(), store: st, drop: drop}, nil
+	return &database{DSN: dsn, DB: st.DB(), store: st, drop: drop}, nil
 }
 
-// migrate applies the schema to the database at dsn, as `orderflow migrate`
-// does before a deployment's worker and bridge start (they only check it).
-func migrate(ctx context.Context, dsn string) error {
-	db, err := sql.Open("pgx", dsn)
+// dropDatabases drops the named databases, when they exist, ending the
+// sessions still on them.
+func dropDatabases(ctx context.Context, adminURL string, names ...string) error {
+	var stmts []string
+	for _, name := range names {
+		stmts = append(stmts, `DROP DATABASE IF EXISTS "`+name+`" WITH (FORCE)`)
+	}
+	return adminExec(ctx, adminURL, stmts...)
+}
+
+// adminExec runs the statements on the server that adminURL names.
+func adminExec(ctx context.Context, adminURL string, stmts ...string) error {
+	u, err := url.Parse(adminURL)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return fmt.Errorf("DATABASE_URL must be a postgres:// URL, got %q", adminURL)
+	}
+	if len(stmts) == 0 {
+		return nil
+	}
+	db, err := sql.Open("pgx", adminURL)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	return migrations.Up(ctx, db)
+	for _, s := range stmts {
+		if _, err := db.ExecContext(ctx, s); err != nil {
+			return fmt.Errorf("PostgreSQL at %s: %s: %w", u.Redacted(), s, err)
+		}
+	}
+	return nil
 }
 
-// topicWait bounds the wait for a new topic's route: on a busy machine the
-// broker's registration with the name server can take more than 30 s.
-const topicWait = 2 * time.Minute
-
 // createTopic creates a topic with the given number of queues on the broker
-// and waits until the name server routes every queue.
+// and waits until the name server routes every queue, for up to two
+// minutes: on a busy machine the broker's registration can take more than
+// 30 s.
 func createTopic(ctx context.Context, namesrv []string, broker, name string, queues int) error {
-	ctx, cancel := context.WithTimeout(ctx, topicWait)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	if err := mq.CreateTopic(ctx, namesrv, broker, name, queues); err != nil {
 		return fmt.Errorf("%w; %s", err, makeUp)
@@ -109,10 +114,11 @@ func createTopic(ctx context.Context, namesrv []string, broker, name string, que
 	return nil
 }
 
+// dialCheck fails when nothing listens at addr, naming what should.
 func dialCheck(what, addr string) error {
 	conn, err := net.DialTimeout("tcp", addr, 3*time.Second)
 	if err != nil {
-		return fmt.Errorf("%s at %s is unreachable (%v); %s", what, addr, err, makeUp)
+		return fmt.Errorf("%s at %s is unreachable (%w); %s", what, addr, err, makeUp)
 	}
 	return conn.Close()
 }
@@ -122,30 +128,6 @@ func buildBinaries(ctx context.Context, dir string) (worker, bridge string, err 
 	if worker, err = procs.Build(ctx, "github.com/orderflow/orderflow/worker", dir); err != nil {
 		return "", "", err
 	}
-	if bridge, err = procs.Build(ctx, "github.com/orderflow/orderflow/starter", dir); err != nil {
-		return "", "", err
-	}
-	return worker, bridge, nil
-}
-
-// dropDatabases drops the named databases, when they exist, on the server
-// that adminURL (DATABASE_URL) names, ending the sessions still on them.
-func dropDatabases(ctx context.Context, adminURL string, names ...string) error {
-	u, err := url.Parse(adminURL)
-	if err != nil {
-		return fmt.Errorf("DATABASE_URL must be a postgres:// URL: %w", err)
-	}
-	adm, err := gorm.Open(postgres.Open(adminURL), &gorm.Config{Logger: gormlogger.Discard})
-	if err != nil {
-		return fmt.Errorf("open %s: %w", u.Redacted(), err)
-	}
-	if sqlDB, err := adm.DB(); err == nil {
-		defer sqlDB.Close()
-	}
-	for _, name := range names {
-		if err := adm.WithContext(ctx).Exec(`DROP DATABASE IF EXISTS "` + name + `" WITH (FORCE)`).Error; err != nil {
-			return fmt.Errorf("PostgreSQL at %s: drop database %s: %w", u.Redacted(), name, err)
-		}
-	}
-	return nil
+	bridge, err = procs.Build(ctx, "github.com/orderflow/orderflow/starter", dir)
+	return worker, bridge, err
 }

@@ -4,12 +4,14 @@ go 1.26.0
 
 require (
 	github.com/apache/rocketmq-client-go/v2 v2.1.2
+	github.com/gofrs/flock v0.13.0
 	github.com/jackc/pgx/v5 v5.11.0
 	github.com/orderflow/orderflow v0.0.0-00010101000000-000000000000
+	github.com/prometheus/procfs v0.22.0
 	go.temporal.io/api v1.63.5
 	go.temporal.io/sdk v1.50.0
+	golang.org/x/sync v0.24.0
 	gonum.org/v1/plot v0.17.0
-	gorm.io/driver/postgres v1.6.3
 	gorm.io/gorm v1.31.2
 )
 
@@ -52,7 +54,6 @@ require (
 	github.com/prometheus/client_golang v1.25.0 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
-	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/robfig/cron v1.2.0 // indirect
 	github.com/sethvargo/go-retry v0.5.0 // indirect
 	github.com/sirupsen/logrus v1.10.1 // indirect
@@ -72,7 +73,6 @@ require (
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/image v0.47.0 // indirect
 	golang.org/x/net v0.61.0 // indirect
-	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
@@ -81,6 +81,7 @@ require (
 	google.golang.org/grpc v1.84.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/natefinch/lumberjack.v2 v2.0.0 // indirect
+	gorm.io/driver/postgres v1.6.3 // indirect
 	stathat.com/c/consistent v1.0.0 // indirect
 )
 

@@ -2,12 +2,17 @@ package main
 
 import (
 	"encoding/json"
-	"strings"
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/orderflow/orderflow/api"
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/scenario"
+	"github.com/orderflow/orderflow/workflows"
 )
 
 func TestHotScenario(t *testing.T) {
@@ -16,34 +21,20 @@ func TestHotScenario(t *testing.T) {
 		t.Fatal(err)
 	}
 	exp := sc.Expected
-	if len(sc.Messages) != 2000 || len(exp.Keys) != 2000 || exp.Counts.Events != 2000 || exp.Counts.Messages != 2000 {
-		t.Fatalf("%d messages, %d keys, counts %+v", len(sc.Messages), len(exp.Keys), exp.Counts)
-	}
-	if len(exp.Orders) != 1 {
-		t.Fatalf("%d expected orders", len(exp.Orders))
+	if len(sc.Messages) != 2000 || len(exp.Keys) != 2000 || exp.Counts.Events != 2000 || len(exp.Orders) != 1 {
+		t.Fatalf("%d messages, %d keys, counts %+v, %d orders", len(sc.Messages), len(exp.Keys), exp.Counts, len(exp.Orders))
 	}
 	o := exp.Orders[0]
-	if o.OrderID != scenario.OrderID("hot-test", 0) || o.Status != scenario.Completed || o.Version != 2000 || o.UserID != 7 {
-		t.Errorf("expected order %+v, want COMPLETED at version 2000", o)
+	if o.Status != scenario.Completed || o.Version != 2000 || o.AmountCents != 2996 {
+		t.Errorf("expected order %+v, want COMPLETED at version 2000 with the last update's amount 2996", o)
 	}
-	// The paid events carry the amount of the last update, so the purchase
-	// points do not depend on which of them is applied first.
-	if k := exp.Keys[1995]; k.Status != scenario.Created || k.AmountCents != o.AmountCents {
-		t.Errorf("last update %+v, want CREATED with the final amount %d", k, o.AmountCents)
-	}
-	if k := exp.Keys[1999]; k.Outcome != scenario.OutcomeApplied || exp.Keys[1998].Outcome != "" {
-		t.Errorf("outcomes %q, %q: only the highest version is stated (applied)", exp.Keys[1998].Outcome, k.Outcome)
+	if k := exp.Keys[1995]; k.Status != scenario.Created || k.AmountCents != 2996 || exp.Keys[1999].Outcome != scenario.OutcomeApplied {
+		t.Errorf("last update %+v, last outcome %q", k, exp.Keys[1999].Outcome)
 	}
 	for i, m := range sc.Messages {
-		if m.Kind != scenario.KindEvent || m.Event.Version != int64(i+1) || m.Event.Content() != exp.Keys[i].Content {
-			t.Fatalf("message %d: %+v", i, m.Event)
-		}
 		var e fsm.Event
-		if err := json.Unmarshal(m.Msg.Body, &e); err != nil || e.Validate() != nil || e.Key() != (fsm.Key{OrderID: o.OrderID, Version: int64(i + 1)}) {
-			t.Fatalf("message %d: body %s is not a valid event of the contract (%v)", i, m.Msg.Body, err)
-		}
-		if m.Msg.ShardingKey != o.OrderID || m.Msg.Keys != o.OrderID {
-			t.Fatalf("message %d: sharding key %q, keys %q", i, m.Msg.ShardingKey, m.Msg.Keys)
+		if err := json.Unmarshal(m.Msg.Body, &e); err != nil || e.Validate() != nil || e.Version != int64(i+1) || m.Msg.ShardingKey != o.OrderID {
+			t.Fatalf("message %d: body %s is not version %d of the order (%v)", i, m.Msg.Body, i+1, err)
 		}
 	}
 	if _, err := hotScenario("hot-test", 4, time.Now()); err == nil {
@@ -51,16 +42,50 @@ func TestHotScenario(t *testing.T) {
 	}
 }
 
-func TestHotResultString(t *testing.T) {
-	r := hotResult{Runs: 4, Statuses: map[string]int{"ContinuedAsNew": 3, "Running": 1}, MaxHistory: 1100,
-		MaxSignals: 520, MaxEvents: 700, MaxHandled: 500, TaskFailures: map[string]int{"ForceCloseCommand": 2, "UnhandledCommand": 1}}
-	want := "4 run(s) (ContinuedAsNew 3, Running 1), longest history 1100 events, at most 520 signals (700 order events) received and 500 events handled in one run, " +
-		"3 failed workflow tasks (ForceCloseCommand 2, UnhandledCommand 1)"
-	if got := r.String(); got != want {
-		t.Errorf("String() =\n%s\nwant\n%s", got, want)
+// TestHotRun reads a run started with 3 events carried over, that received
+// a batch of 4 and a single event and continued as new carrying 2: it
+// handled 3 + 4 + 1 - 2 = 6 events.
+func TestHotRun(t *testing.T) {
+	dc := converter.GetDefaultDataConverter()
+	input := func(n int) *historypb.HistoryEvent_WorkflowExecutionStartedEventAttributes {
+		p, err := dc.ToPayloads(workflows.Input{Pending: make([]workflows.Delivery, n)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &historypb.HistoryEvent_WorkflowExecutionStartedEventAttributes{
+			WorkflowExecutionStartedEventAttributes: &historypb.WorkflowExecutionStartedEventAttributes{Input: p}}
 	}
-	r.TaskFailures = nil
-	if got := r.String(); !strings.HasSuffix(got, ", 0 failed workflow tasks") {
-		t.Errorf("String() without failures = %s", got)
+	signal := func(name string, v any) *historypb.HistoryEvent {
+		p, err := dc.ToPayloads(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &historypb.HistoryEvent{EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED,
+			Attributes: &historypb.HistoryEvent_WorkflowExecutionSignaledEventAttributes{
+				WorkflowExecutionSignaledEventAttributes: &historypb.WorkflowExecutionSignaledEventAttributes{SignalName: name, Input: p}}}
+	}
+	can := &historypb.HistoryEvent{EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW,
+		Attributes: &historypb.HistoryEvent_WorkflowExecutionContinuedAsNewEventAttributes{
+			WorkflowExecutionContinuedAsNewEventAttributes: &historypb.WorkflowExecutionContinuedAsNewEventAttributes{
+				Input: input(2).WorkflowExecutionStartedEventAttributes.Input}}}
+	run := []*historypb.HistoryEvent{
+		{EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED, Attributes: input(3)},
+		signal(api.SignalEvents, workflows.Batch{Deliveries: make([]workflows.Delivery, 4)}),
+		{EventType: enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED},
+		signal(api.SignalEvent, workflows.Delivery{}),
+	}
+	if end, handled, failed, err := hotRun(run); err != nil || end != "Running" || handled != 8 || failed != 1 {
+		t.Errorf("open run: %s, %d handled, %d failed, %v; want Running, 8, 1", end, handled, failed, err)
+	}
+	if end, handled, _, err := hotRun(append(run, can)); err != nil || end != "ContinuedAsNew" || handled != 6 {
+		t.Errorf("continued run: %s, %d handled, %v; want ContinuedAsNew, 6", end, handled, err)
+	}
+	term := &historypb.HistoryEvent{EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED}
+	if end, _, _, _ := hotRun(append(run, term)); end != "Terminated" {
+		t.Errorf("terminated run ended %q", end)
+	}
+	r := hotResult{Runs: 4, Endings: map[string]int{"Running": 1, "ContinuedAsNew": 3}, MaxHandled: 500}
+	if got, want := r.String(), "4 run(s) (ContinuedAsNew 3, Running 1), at most 500 events handled by one run, 0 failed workflow tasks"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
 	}
 }
