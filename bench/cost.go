@@ -20,22 +20,20 @@ import (
 // costSampleOrders is how many orders of a cell have their histories read.
 const costSampleOrders = 30
 
-// engineCost is the engine's work per distinct event of a cell.
+// engineCost is the engine's work per distinct event of a cell: the delta
+// of the server's action counter (Actions); from the histories of
+// SampleOrders orders with SampleEvents events, the workflow tasks, history
+// events and actions by Temporal Cloud's rules (historyCost); from the cell
+// database's pg_stat_database, its transactions (xact_commit +
+// xact_rollback, the benchmark's settle checks included) and rows written
+// (tup_inserted + tup_updated + tup_deleted).
 type engineCost struct {
-	// Actions is the delta of the Temporal server's action counter (the
-	// cell's namespace) over the cell, per event.
-	Actions float64 `json:"actions_per_event"`
-	// The histories (every run) of SampleOrders of the cell's orders, with
-	// SampleEvents distinct events, give the workflow tasks, history
-	// events and actions by Temporal Cloud's rules (historyCost) per event.
-	SampleOrders  int     `json:"sample_orders"`
-	SampleEvents  int     `json:"sample_events"`
-	WorkflowTasks float64 `json:"workflow_tasks_per_event"`
-	HistoryEvents float64 `json:"history_events_per_event"`
-	BilledActions float64 `json:"billed_actions_per_event"`
-	// PGTransactions (xact_commit + xact_rollback, the benchmark's settle
-	// checks included) and PGRowsWritten (tup_inserted + tup_updated +
-	// tup_deleted) per event are from the cell database's pg_stat_database.
+	Actions        float64 `json:"actions_per_event"`
+	SampleOrders   int     `json:"sample_orders"`
+	SampleEvents   int     `json:"sample_events"`
+	WorkflowTasks  float64 `json:"workflow_tasks_per_event"`
+	HistoryEvents  float64 `json:"history_events_per_event"`
+	BilledActions  float64 `json:"billed_actions_per_event"`
 	PGTransactions float64 `json:"pg_transactions_per_event"`
 	PGRowsWritten  float64 `json:"pg_rows_written_per_event"`
 }
@@ -92,10 +90,8 @@ func get(ctx context.Context, url string) (string, error) {
 	return string(b), err
 }
 
-// historyTally is what a sample of histories holds.
-type historyTally struct {
-	events, tasks, actions int
-}
+// historyTally counts the events, workflow tasks and actions of histories.
+type historyTally struct{ events, tasks, actions int }
 
 // historyCost tallies one run's history by Temporal Cloud's published
 // rules: a signal (SignalWithStart included) is one action, a run started

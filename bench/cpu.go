@@ -35,8 +35,8 @@ type cpuSample struct {
 	Procs map[int]procCPU
 }
 
-// readCPU samples the /proc of fs; a process that exits while it reads is
-// left out.
+// readCPU samples the /proc of fs, leaving out a process that exits while
+// it reads.
 func readCPU(fs procfs.FS) (cpuSample, error) {
 	s := cpuSample{At: time.Now(), Procs: map[int]procCPU{}}
 	st, err := fs.Stat()
@@ -77,7 +77,7 @@ func shareBetween(a, b cpuSample) cpuShare {
 		return sh
 	}
 	for pid, p := range b.Procs {
-		if q, ok := a.Procs[pid]; ok && q.Start == p.Start && p.Seconds >= q.Seconds {
+		if q, ok := a.Procs[pid]; ok && q.Start == p.Start {
 			sh.Cores[p.Group] += (p.Seconds - q.Seconds) / sh.Seconds
 		}
 	}
@@ -107,48 +107,36 @@ func (sh cpuShare) String() string {
 type cpuSampler struct {
 	mu      sync.Mutex
 	samples []cpuSample
-	stop    context.CancelFunc
-	done    chan struct{}
+	stop    func()
 }
 
 // startCPUSampler samples /proc now and every interval until Stop.
 func startCPUSampler(ctx context.Context, interval time.Duration) *cpuSampler {
 	ctx, cancel := context.WithCancel(ctx)
-	c := &cpuSampler{stop: cancel, done: make(chan struct{})}
-	fs, fsErr := procfs.NewDefaultFS()
-	take := func() {
-		if fsErr != nil {
-			return
-		}
-		if s, err := readCPU(fs); err == nil {
-			c.mu.Lock()
-			c.samples = append(c.samples, s)
-			c.mu.Unlock()
-		}
-	}
-	take()
+	done := make(chan struct{})
+	c := &cpuSampler{stop: func() { cancel(); <-done }}
+	fs, err := procfs.NewDefaultFS()
 	go func() {
-		defer close(c.done)
+		defer close(done)
 		t := time.NewTicker(interval)
 		defer t.Stop()
-		for {
+		for err == nil && ctx.Err() == nil {
+			if s, err := readCPU(fs); err == nil {
+				c.mu.Lock()
+				c.samples = append(c.samples, s)
+				c.mu.Unlock()
+			}
 			select {
 			case <-ctx.Done():
-				take()
-				return
 			case <-t.C:
-				take()
 			}
 		}
 	}()
 	return c
 }
 
-// Stop takes a last sample and ends the sampling.
-func (c *cpuSampler) Stop() {
-	c.stop()
-	<-c.done
-}
+// Stop ends the sampling.
+func (c *cpuSampler) Stop() { c.stop() }
 
 // Window is the CPU use from the last sample at or before from to the first
 // at or after to; false when no samples enclose the window.

@@ -13,31 +13,29 @@ import (
 	"github.com/prometheus/procfs"
 )
 
-// writeProc writes a /proc into dir, replacing what was there: idle ticks
-// in /proc/stat and processes by ID as "comm start utime stime".
+// writeProc writes a /proc into dir, replacing what was there, and samples
+// it: idle ticks in /proc/stat (iowait a tenth of them) and processes by
+// ID as "comm start utime stime".
 func writeProc(t *testing.T, dir string, idle int, procs map[int]string) cpuSample {
 	t.Helper()
+	files := map[string]string{"stat": fmt.Sprintf("cpu  100 0 50 %d %d 0 5 0 0 0\nbtime 1000\n", idle, idle/10), "net/tcp": ""}
+	for pid, p := range procs {
+		var comm, start, utime, stime string
+		fmt.Sscan(p, &comm, &start, &utime, &stime)
+		// Fields 3 to 44 of proc(5): utime is 14, stime 15, starttime 22.
+		files[fmt.Sprintf("%d/stat", pid)] = fmt.Sprintf("%d (%s) S%s %s %s%s %s%s\n", pid, comm,
+			strings.Repeat(" 0", 10), utime, stime, strings.Repeat(" 0", 6), start, strings.Repeat(" 0", 22))
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
-	write := func(name, text string) {
+	for name, text := range files {
 		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
-	}
-	write("stat", fmt.Sprintf("cpu  100 0 50 %d 30 0 5 0 0 0\ncpu0 100 0 50 %d 30 0 5 0 0 0\nbtime 1000\n", idle, idle))
-	write("net/tcp", "")
-	for pid, p := range procs {
-		var comm string
-		var start, utime, stime int
-		fmt.Sscan(p, &comm, &start, &utime, &stime)
-		// Fields 3 to 44 of proc(5): utime 14, stime 15, starttime 22.
-		f := strings.Fields("S" + strings.Repeat(" 0", 41))
-		f[14-3], f[15-3], f[22-3] = fmt.Sprint(utime), fmt.Sprint(stime), fmt.Sprint(start)
-		write(fmt.Sprintf("%d/stat", pid), fmt.Sprintf("%d (%s) %s\n", pid, comm, strings.Join(f, " ")))
 	}
 	fs, err := procfs.NewFS(dir)
 	if err != nil {
@@ -56,30 +54,31 @@ func writeProc(t *testing.T, dir string, idle int, procs map[int]string) cpuSamp
 func TestShareBetweenFakeProc(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "proc")
 	a := writeProc(t, dir, 7000, map[int]string{10: "worker 500 40 2", 11: "postgres 600 900 0",
-		12: "java 700 5000 0", 13: "postgres 800 60 0", 14: "temporal 900 100 0"})
-	if got := a.Procs[12]; got != (procCPU{"rocketmq", 700, 50}) {
-		t.Fatalf("pid 12: %+v, want rocketmq started at 700 with 50 s", got)
+		12: "java 700 50 0", 13: "postgres 800 60 0", 14: "temporal 900 100 0", 17: "bash 300 10 0"})
+	if got := a.Procs[12]; got != (procCPU{"rocketmq", 700, 0.5}) {
+		t.Fatalf("pid 12: %+v, want rocketmq started at 700 with 0.5 s", got)
 	}
 	b := writeProc(t, dir, 7300, map[int]string{
-		10: "worker 500 60 12",      // +30 ticks
-		12: "redis-server 9000 7 0", // a new process on a reused ID: left out
-		13: "postgres 800 70 0",     // +10 ticks; 11 exited: left out
-		14: "temporal 900 300 0",    // +200 ticks
-		15: "bench 9100 25 0",       // started after the first sample: left out
-		16: "(sd-pam) 950 1 0",      // not in the first sample: left out
+		10: "worker 500 60 12",       // +30 ticks
+		12: "redis-server 9000 70 0", // a new process on a reused ID: left out
+		13: "postgres 800 70 0",      // +10 ticks; 11 exited: left out
+		14: "temporal 900 300 0",     // +200 ticks
+		15: "bench 9100 25 0",        // started after the first sample: left out
+		16: "(sd-pam) 950 1 0",       // not in the first sample: left out
+		17: "bash 300 30 0",          // +20 ticks, group other
 	})
 	a.At, b.At = time.Unix(0, 0), time.Unix(2, 0)
 	sh := shareBetween(a, b)
-	want := map[string]float64{"worker": 0.15, "postgres": 0.05, "temporal": 1.0}
-	if len(sh.Cores) != len(want) || math.Abs(sh.Idle-1.5) > 1e-9 || sh.Seconds != 2 {
-		t.Fatalf("shares %v over %.1f s, idle %.3f; want %v over 2 s, idle 1.5", sh.Cores, sh.Seconds, sh.Idle, want)
+	want := map[string]float64{"worker": 0.15, "postgres": 0.05, "temporal": 1.0, "other": 0.1}
+	if len(sh.Cores) != len(want) || math.Abs(sh.Idle-1.65) > 1e-9 || sh.Seconds != 2 {
+		t.Fatalf("shares %v over %.1f s, idle %.3f; want %v over 2 s, idle 1.65", sh.Cores, sh.Seconds, sh.Idle, want)
 	}
 	for g, w := range want {
 		if math.Abs(sh.Cores[g]-w) > 1e-9 {
 			t.Errorf("%s: %.4f cores, want %.4f", g, sh.Cores[g], w)
 		}
 	}
-	if got := sh.String(); got != "temporal 1.00, worker 0.15, postgres 0.05, idle 1.50" {
+	if got := sh.String(); got != "temporal 1.00, worker 0.15, other 0.10, postgres 0.05, idle 1.65" {
 		t.Errorf("String() = %q", got)
 	}
 	// The window 0.5 s .. 1.5 s is enclosed by the samples at 0 s and 2 s;

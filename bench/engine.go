@@ -1,11 +1,9 @@
 package main
 
-// The Temporal engines the benchmark measures, one after the other
-// (-engines): "dev", a Temporal dev server (SQLite, as `make up` runs it),
-// and "server", the Temporal server on the local PostgreSQL. The benchmark
-// starts each through scripts/stack.sh on ports, databases and a data folder
-// of its own, emptied at every start and stop, and stops it when its phases
-// are done, also when the run fails or is interrupted.
+// The Temporal engines the benchmark measures (-engines), each started
+// through scripts/stack.sh on ports, databases and a data folder of its
+// own, emptied at every start and stop, and stopped after its phases, also
+// when the run fails or is interrupted.
 
 import (
 	"bytes"
@@ -113,9 +111,8 @@ type engine struct {
 	stack                       *stackTemporal
 }
 
-// stackTemporal is a Temporal that the benchmark starts and stops through
-// scripts/stack.sh beside the stack's own, in the data folder
-// .data/bench-temporal-<name> and, for the server profile, the PostgreSQL
+// stackTemporal is an engine's Temporal beside the stack's own, in the
+// folder .data/bench-temporal-<name> and, for the server profile, the
 // databases bench_temporal_<name> and its _visibility twin.
 type stackTemporal struct {
 	Name, Profile, Data string
@@ -152,9 +149,8 @@ func newEngine(spec engineSpec, o options, cfg config.Config, root, logDir strin
 		Metrics: "http://127.0.0.1:" + strconv.Itoa(ports[0]+metricsOffset) + "/metrics"}, nil
 }
 
-// prepareEngines makes the run's engines and resets each (nothing left from
-// an interrupted run, its ports free); the caller stops the engines
-// returned, also on an error.
+// prepareEngines makes the run's engines and resets each; the caller stops
+// the engines returned, also on an error.
 func prepareEngines(ctx context.Context, o options, cfg config.Config, logDir string) ([]*engine, error) {
 	root, err := repoRoot()
 	if err != nil {
@@ -177,10 +173,8 @@ func prepareEngines(ctx context.Context, o options, cfg config.Config, logDir st
 // tag prefixes the engine's lines of output.
 func (e *engine) tag() string { return "[" + e.Name + "] " }
 
-// env is scripts/stack.sh's environment: the variables of this Temporal
-// come last, so that they override those the benchmark inherited (exec
-// keeps the last of duplicate keys; make exports
-// ORDERFLOW_TEMPORAL_PROFILE).
+// env is scripts/stack.sh's environment, this Temporal's variables last,
+// overriding those inherited (make exports ORDERFLOW_TEMPORAL_PROFILE).
 func (s *stackTemporal) env() []string {
 	env := append(os.Environ(), "ORDERFLOW_DATA="+s.Data, "ORDERFLOW_TEMPORAL_PROFILE="+s.Profile,
 		"ORDERFLOW_TEMPORAL_PORT="+strconv.Itoa(s.Port), "ORDERFLOW_TEMPORAL_UI_PORT="+strconv.Itoa(s.UIPort))
@@ -193,9 +187,8 @@ func (s *stackTemporal) env() []string {
 	return append(env, s.extra)
 }
 
-// reset stops what an interrupted run may have left running in this
-// Temporal's folder, empties the folder and the databases, and checks that
-// nothing else holds its ports.
+// reset stops what an interrupted run left running, empties the folder and
+// the databases, and checks that nothing else holds the ports.
 func (s *stackTemporal) reset(ctx context.Context) error {
 	if err := s.stackDo(ctx, "down"); err != nil {
 		return err
@@ -230,9 +223,8 @@ func (s *stackTemporal) up(ctx context.Context) (time.Duration, error) {
 	return time.Since(began), err
 }
 
-// down stops this Temporal, once, keeping its logs beside the run's, and
-// empties its folder and databases; it outlives the run's context, so that
-// an interrupted run leaves no server behind.
+// down stops this Temporal once, outliving the run's context, keeps its
+// logs beside the run's and empties its folder and databases.
 func (s *stackTemporal) down() {
 	s.stopOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -111,24 +111,19 @@ func checkHot(ctx context.Context, c client.Client, namespace, orderID string) (
 		}
 	}
 	// Visibility trails the runs by a moment: count again while it does.
-	query := fmt.Sprintf("WorkflowId = '%s'", api.WorkflowID(orderID))
+	req := &workflowservice.CountWorkflowExecutionsRequest{Namespace: namespace,
+		Query: fmt.Sprintf("WorkflowId = '%s'", api.WorkflowID(orderID))}
 	for i := 0; ; i++ {
-		resp, err := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: namespace, Query: query})
-		switch {
+		resp, err := c.CountWorkflow(ctx, req)
+		switch n := resp.GetCount(); {
 		case err != nil:
-			return r, fmt.Errorf("count runs of %s: %w", api.WorkflowID(orderID), err)
-		case resp.GetCount() > int64(r.Runs):
-			return r, fmt.Errorf("%s has %d runs, %d of them continued one another", api.WorkflowID(orderID), resp.GetCount(), r.Runs)
-		case resp.GetCount() == int64(r.Runs):
+			return r, fmt.Errorf("count the runs of %s: %w", api.WorkflowID(orderID), err)
+		case n == int64(r.Runs):
 			return r, nil
-		case i == 40:
-			return r, fmt.Errorf("visibility lists %d of the %d runs of %s", resp.GetCount(), r.Runs, api.WorkflowID(orderID))
+		case n > int64(r.Runs) || i == 40 || ctx.Err() != nil:
+			return r, fmt.Errorf("the chain of continue-as-new of %s holds %d runs, Temporal %d", api.WorkflowID(orderID), r.Runs, n)
 		}
-		select {
-		case <-ctx.Done():
-			return r, ctx.Err()
-		case <-time.After(250 * time.Millisecond):
-		}
+		time.Sleep(250 * time.Millisecond)
 	}
 }
 
