@@ -1,6 +1,7 @@
 package main
 
 import (
+	"maps"
 	"testing"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -59,15 +60,8 @@ func TestCostSample(t *testing.T) {
 	}
 	msgs := []scenario.Message{m(scenario.KindEvent, "a", 1), m(scenario.KindEvent, "b", 1), m(scenario.KindDuplicate, "a", 1),
 		m(scenario.KindEvent, "a", 2), m(scenario.KindConflict, "b", 1), m(scenario.KindBad, "c", 1), m(scenario.KindEvent, "d", 1)}
-	got := costSample(msgs, 10)
-	want := map[string]int{"a": 2, "b": 1, "d": 1}
-	if len(got) != len(want) {
-		t.Fatalf("costSample = %v, want %v", got, want)
-	}
-	for k, n := range want {
-		if got[k] != n {
-			t.Errorf("costSample = %v, want %v", got, want)
-		}
+	if got, want := costSample(msgs, 10), map[string]int{"a": 2, "b": 1, "d": 1}; !maps.Equal(got, want) {
+		t.Errorf("costSample = %v, want %v", got, want)
 	}
 	if got := costSample(msgs, 2); len(got) != 2 {
 		t.Errorf("a sample of 2: %v", got)

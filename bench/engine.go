@@ -118,9 +118,10 @@ type stackTemporal struct {
 	Name, Profile, Data string
 	Port, UIPort        int
 	Databases           []string
-	extra               string // a further scripts/stack.sh variable
+	vars                []string // scripts/stack.sh's variables
+	extra               string   // the last of them, of the profile
 	script, logPath     string
-	adminURL, pgPort    string // DATABASE_URL and its port
+	adminURL            string // DATABASE_URL
 	stopOnce            sync.Once
 }
 
@@ -132,18 +133,22 @@ func newEngine(spec engineSpec, o options, cfg config.Config, root, logDir strin
 		return nil, fmt.Errorf("DATABASE_URL must be a postgres:// URL, got %q", cfg.DatabaseURL)
 	}
 	ports := spec.Ports(o)
-	extra := "ORDERFLOW_TEMPORAL_METRICS_PORT=" + strconv.Itoa(ports[0]+metricsOffset)
-	if spec.Profile == "server" {
-		extra = "ORDERFLOW_TEMPORAL_SHARDS=" + strconv.Itoa(o.serverShards)
-	}
 	s := &stackTemporal{Name: spec.Name, Profile: spec.Profile, Port: ports[0], UIPort: ports[1],
-		Data: filepath.Join(root, ".data", "bench-temporal-"+spec.Name), extra: extra,
-		script: filepath.Join(root, "scripts", "stack.sh"), logPath: filepath.Join(logDir, spec.Name+"-temporal-stack.log"),
-		adminURL: cfg.DatabaseURL, pgPort: u.Port()}
+		Data: filepath.Join(root, ".data", "bench-temporal-"+spec.Name), adminURL: cfg.DatabaseURL,
+		script: filepath.Join(root, "scripts", "stack.sh"), logPath: filepath.Join(logDir, spec.Name+"-temporal-stack.log")}
+	s.vars = []string{"ORDERFLOW_DATA=" + s.Data, "ORDERFLOW_TEMPORAL_PROFILE=" + s.Profile,
+		"ORDERFLOW_TEMPORAL_PORT=" + strconv.Itoa(s.Port), "ORDERFLOW_TEMPORAL_UI_PORT=" + strconv.Itoa(s.UIPort)}
+	if u.Port() != "" {
+		s.vars = append(s.vars, "ORDERFLOW_PG_PORT="+u.Port())
+	}
+	s.extra = "ORDERFLOW_TEMPORAL_METRICS_PORT=" + strconv.Itoa(s.Port+metricsOffset)
 	if spec.Profile == "server" {
 		db := "bench_temporal_" + strings.ReplaceAll(spec.Name, "-", "_")
 		s.Databases = []string{db, db + "_visibility"}
+		s.vars = append(s.vars, "ORDERFLOW_TEMPORAL_DB="+db)
+		s.extra = "ORDERFLOW_TEMPORAL_SHARDS=" + strconv.Itoa(o.serverShards)
 	}
+	s.vars = append(s.vars, s.extra)
 	return &engine{engineSpec: spec, stack: s,
 		Address: "127.0.0.1:" + strconv.Itoa(ports[0]), Namespace: config.DefaultTemporalNamespace,
 		Metrics: "http://127.0.0.1:" + strconv.Itoa(ports[0]+metricsOffset) + "/metrics"}, nil
@@ -175,17 +180,7 @@ func (e *engine) tag() string { return "[" + e.Name + "] " }
 
 // env is scripts/stack.sh's environment, this Temporal's variables last,
 // overriding those inherited (make exports ORDERFLOW_TEMPORAL_PROFILE).
-func (s *stackTemporal) env() []string {
-	env := append(os.Environ(), "ORDERFLOW_DATA="+s.Data, "ORDERFLOW_TEMPORAL_PROFILE="+s.Profile,
-		"ORDERFLOW_TEMPORAL_PORT="+strconv.Itoa(s.Port), "ORDERFLOW_TEMPORAL_UI_PORT="+strconv.Itoa(s.UIPort))
-	if s.pgPort != "" {
-		env = append(env, "ORDERFLOW_PG_PORT="+s.pgPort)
-	}
-	if len(s.Databases) > 0 {
-		env = append(env, "ORDERFLOW_TEMPORAL_DB="+s.Databases[0])
-	}
-	return append(env, s.extra)
-}
+func (s *stackTemporal) env() []string { return append(os.Environ(), s.vars...) }
 
 // reset stops what an interrupted run left running, empties the folder and
 // the databases, and checks that nothing else holds the ports.
