@@ -28,11 +28,14 @@ type procCPU struct {
 }
 
 // cpuSample is the machine's idle seconds and its processes' CPU use at one
-// moment, by process ID.
+// moment, by process ID, and the latest start time of those processes: a
+// process it does not hold that started at or after Newest started after
+// the sample listed /proc.
 type cpuSample struct {
-	At    time.Time
-	Idle  float64
-	Procs map[int]procCPU
+	At     time.Time
+	Idle   float64
+	Procs  map[int]procCPU
+	Newest uint64
 }
 
 // readCPU samples the /proc of fs, leaving out a process that exits while
@@ -55,6 +58,7 @@ func readCPU(fs procfs.FS) (cpuSample, error) {
 		}
 		g := cmp.Or(cpuGroups[ps.Comm], "other")
 		s.Procs[p.PID] = procCPU{Group: g, Start: ps.Starttime, Seconds: ps.CPUTime()}
+		s.Newest = max(s.Newest, ps.Starttime)
 	}
 	return s, nil
 }
@@ -67,9 +71,10 @@ type cpuShare struct {
 	Idle    float64            `json:"idle_cores"`
 }
 
-// shareBetween sums, by group, what each process present in both samples
-// (same ID and start time) used between them. The time of processes that
-// started or exited in between is left out: a lower bound for groups of
+// shareBetween sums, by group, what the processes of b used since a: the
+// delta of a process in both samples (same ID and start time), all the time
+// of one that started after a (a pool's new PostgreSQL backends). The time
+// of processes that exited before b is lost: a lower bound for groups of
 // short-lived processes.
 func shareBetween(a, b cpuSample) cpuShare {
 	sh := cpuShare{Seconds: b.At.Sub(a.At).Seconds(), Cores: map[string]float64{}}
@@ -79,6 +84,8 @@ func shareBetween(a, b cpuSample) cpuShare {
 	for pid, p := range b.Procs {
 		if q, ok := a.Procs[pid]; ok && q.Start == p.Start {
 			sh.Cores[p.Group] += (p.Seconds - q.Seconds) / sh.Seconds
+		} else if p.Start >= a.Newest {
+			sh.Cores[p.Group] += p.Seconds / sh.Seconds
 		}
 	}
 	sh.Idle = max(0, b.Idle-a.Idle) / sh.Seconds
