@@ -23,16 +23,17 @@ import (
 func TestParseRejectsBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"-orders", "0"},
-		{"-open-rates", "0.5,0"},
-		{"-open-rates", "x"},
-		{"-steady-rate", "0"},
-		{"-steady-rate", "0.25,0.5"},
+		{"-open-rates", "0.5"}, // fixed rates gave way to the capacity sweep
+		{"-sweep-start", "0"},
+		{"-sweep-factor", "1"},
+		{"-sweep-steps", "0"},
+		{"-sweep-step", "0s"},
+		{"-sweep-cell", "0s"},
+		{"-dup-orders", "0"},
 		{"-dup-rate", "1.5"},
-		{"-open-duration", "0s"},
 		{"-hot-events", "3"},
 		{"-hot-max-events", "-1"},
 		{"-concurrency", "-1"},
-		{"-open-other-duration", "0s"},
 		{"-engines", ""},
 		{"-engines", "dev,cloud"},
 		{"-engines", "dev,dev"},
@@ -42,7 +43,8 @@ func TestParseRejectsBadFlags(t *testing.T) {
 		{"-server-ports", "65530,8333"}, // the server takes the frontend port + 9
 		{"-server-shards", "0"},
 		{"-phases", "e2e,capacity"},
-		{"-phases", "floor,open"},   // open's rates are shares of e2e's
+		{"-phases", "floor,open"}, // the sweeps start from the drains' rates
+		{"-phases", "e2e,open"},
 		{"-dev-ports", "7433,7442"}, // the UI on the dev server's metrics port
 		{"-tune", "all"},            // the tuning mode is gone: BENCHMARKS.md has its finding
 		{"-scaling"},
@@ -57,9 +59,9 @@ func TestParseRejectsBadFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(o.open.Fractions) != 3 || o.open.Steady != 0.5 || o.open.Duration != time.Minute || o.open.Others != 30*time.Second ||
-		o.hotEvents != 2000 || o.dupRate != 0.5 || o.resultsDir != "bench/results" {
-		t.Errorf("defaults: open loop %+v, hot events %d, dup rate %v, results %q", o.open, o.hotEvents, o.dupRate, o.resultsDir)
+	if want := (sweepPlan{Start: 0.3, Factor: 1.5, MaxSteps: 5, Step: 15 * time.Second, Cell: 20 * time.Second}); o.sweep != want ||
+		o.hotEvents != 2000 || o.dupRate != 0.5 || o.dupOrders != 300 || o.resultsDir != "bench/results" {
+		t.Errorf("defaults: sweep %+v, hot events %d, dup rate %v on %d orders, results %q", o.sweep, o.hotEvents, o.dupRate, o.dupOrders, o.resultsDir)
 	}
 	if len(o.engines) != 2 || o.engines[0].Name != "dev" || o.engines[1].Name != "server" ||
 		!slices.Equal(o.serverPorts, []int{7333, 8333}) || o.serverShards != 4 {
@@ -108,29 +110,22 @@ plain_total 3
 	}
 }
 
-// TestCountRequests: a cell's signals come from the bridge's /metrics and
-// its workflow tasks from the workers', each process's text kept in the log
-// directory.
-func TestCountRequests(t *testing.T) {
-	serve := func(text string) string {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, text) }))
-		t.Cleanup(srv.Close)
-		return strings.TrimPrefix(srv.URL, "http://")
-	}
-	b := &bench{logDir: t.TempDir(), metricsAddrs: map[string]string{
-		"c-bridge": serve(`temporal_request_total{operation="SignalWithStartWorkflowExecution"} 40
+// TestCountSignals: a cell's signals are the bridge's SignalWithStart
+// requests from its /metrics, whose text is kept in the log directory.
+func TestCountSignals(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		io.WriteString(w, `temporal_request_total{operation="SignalWithStartWorkflowExecution"} 40
 temporal_request_total{operation="DescribeNamespace"} 3
-temporal_workflow_task_execution_latency_seconds_count 99
-`),
-		"c-worker1": serve("temporal_workflow_task_execution_latency_seconds_count{ns=\"a\"} 7\n"),
-		"c-worker2": serve("temporal_workflow_task_execution_latency_seconds_count{ns=\"a\"} 5\n"),
-	}}
-	var res cellResult
-	b.countRequests(context.Background(), &res)
-	if res.Signals != 40 || res.WorkflowTasks != 12 {
-		t.Errorf("signals %d, workflow tasks %d; want 40 and 12", res.Signals, res.WorkflowTasks)
+`)
+	}))
+	defer srv.Close()
+	b := &bench{logDir: t.TempDir(), bridgeMetrics: strings.TrimPrefix(srv.URL, "http://")}
+	res := cellResult{Config: cellConfig{Name: "c"}}
+	b.countSignals(context.Background(), &res)
+	if res.Signals != 40 {
+		t.Errorf("signals %d, want 40", res.Signals)
 	}
-	if _, err := os.Stat(filepath.Join(b.logDir, "c-worker2.metrics.txt")); err != nil {
+	if _, err := os.Stat(filepath.Join(b.logDir, "c-bridge.metrics.txt")); err != nil {
 		t.Errorf("metrics not kept: %v", err)
 	}
 }
@@ -171,23 +166,30 @@ func colourCounts(img image.Image, r image.Rectangle, cols ...color.RGBA) (count
 	return counts, nonWhite
 }
 
-// openLoopEngine is an engine's result with an e2e rate and open-loop runs
-// at a quarter, half and three quarters of it.
-func openLoopEngine(name string, e2e float64) engineResult {
-	er := engineResult{Name: name, E2E: cellResult{Rate: e2e}}
-	for i, f := range []float64{0.25, 0.5, 0.75} {
-		er.OpenLoop = append(er.OpenLoop, cellResult{Config: cellConfig{Offered: f * e2e, Fraction: f},
-			Rate: f*e2e - float64(i), P50: time.Duration(100*(i+1)) * time.Millisecond,
-			P99: time.Duration(400*(i+1)) * time.Millisecond})
+// sweepOf is a sweep of three steps (the third failing) and its cells at
+// 0.5 and 0.9 × the capacity, the second of which has an action count.
+func sweepOf(capacity float64) *sweepResult {
+	cell := func(offered float64, p99 time.Duration) cellResult {
+		return cellResult{Config: cellConfig{Offered: offered}, Rate: offered * 0.98, P50: p99 / 4, P99: p99}
 	}
-	return er
+	near := cell(0.9*capacity, 700*time.Millisecond)
+	near.Cost = &engineCost{Actions: 3.456}
+	half := cell(0.5*capacity, 200*time.Millisecond)
+	return &sweepResult{Capacity: capacity, Half: &half, Near: &near,
+		Steps: []cellResult{cell(capacity/1.5, 300*time.Millisecond), cell(capacity, 800*time.Millisecond), cell(1.5*capacity, 9*time.Second)}}
 }
 
-func TestDrawOpenLoopChartTwoEngines(t *testing.T) {
-	res := results{Baseline: cellResult{Rate: 1500},
-		Engines: []engineResult{openLoopEngine("dev", 200), openLoopEngine("server", 120)}}
+// sweptEngine is an engine's result with e2e and floor drains and both
+// sweeps.
+func sweptEngine(name string, e2e float64) engineResult {
+	return engineResult{Name: name, E2E: cellResult{Rate: e2e}, Floor: &cellResult{Rate: 1.2 * e2e},
+		Sweep: sweepOf(0.4 * e2e), FloorSweep: sweepOf(0.5 * e2e), CapacityRatio: 0.8}
+}
+
+func TestDrawSweepChartTwoEngines(t *testing.T) {
+	res := results{Engines: []engineResult{sweptEngine("dev", 200), sweptEngine("server", 120)}}
 	path := filepath.Join(t.TempDir(), "docs", "bench-throughput.png")
-	if err := drawOpenLoopChart(path, res); err != nil {
+	if err := drawSweepChart(path, res); err != nil {
 		t.Fatal(err)
 	}
 	img := readPNG(t, path)
@@ -195,8 +197,7 @@ func TestDrawOpenLoopChartTwoEngines(t *testing.T) {
 		t.Fatalf("image %v, want 860x720", b)
 	}
 	// Each engine's colour (the first two of engineColours) in both
-	// panels, left of the legends: its throughput and e2e lines above, its
-	// p99 and p50 below.
+	// panels, left of the legends.
 	if engineColours[0] != colBlue || engineColours[1] != colOrng {
 		t.Fatalf("engine colours %v: the test expects blue, then orange", engineColours[:2])
 	}
@@ -211,40 +212,47 @@ func TestDrawOpenLoopChartTwoEngines(t *testing.T) {
 			}
 		}
 	}
-	// One engine alone: only its colour.
-	one := results{Baseline: cellResult{Rate: 1500}, Engines: []engineResult{openLoopEngine("dev", 200)}}
-	path = filepath.Join(t.TempDir(), "one.png")
-	if err := drawOpenLoopChart(path, one); err != nil {
-		t.Fatal(err)
+	// The floor's curve is drawn too: without it, fewer blue pixels.
+	noFloor := results{Engines: []engineResult{sweptEngine("dev", 200)}}
+	noFloor.Engines[0].FloorSweep = nil
+	one := results{Engines: []engineResult{sweptEngine("dev", 200)}}
+	var blue [2]int
+	for i, r := range []results{noFloor, one} {
+		path := filepath.Join(t.TempDir(), "one.png")
+		if err := drawSweepChart(path, r); err != nil {
+			t.Fatal(err)
+		}
+		counts, _ := colourCounts(readPNG(t, path), image.Rect(0, 0, 860, 720), colBlue, colOrng)
+		if counts[1] != 0 {
+			t.Errorf("one engine: %d orange pixels, want none", counts[1])
+		}
+		blue[i] = counts[0]
 	}
-	counts, _ := colourCounts(readPNG(t, path), image.Rect(0, 0, 860, 720), colBlue, colOrng)
-	if counts[0] < 20 || counts[1] != 0 {
-		t.Errorf("one engine: %d blue and %d orange pixels, want blue only", counts[0], counts[1])
+	if blue[1] < blue[0]+100 {
+		t.Errorf("blue pixels with the floor's sweep %d, without %d: its curves are missing", blue[1], blue[0])
 	}
 }
 
-func TestDrawOpenLoopChartNeedsResults(t *testing.T) {
-	if err := drawOpenLoopChart(filepath.Join(t.TempDir(), "c.png"), results{}); err == nil {
-		t.Error("drawOpenLoopChart without engines did not fail")
+func TestDrawSweepChartNeedsResults(t *testing.T) {
+	if err := drawSweepChart(filepath.Join(t.TempDir(), "c.png"), results{}); err == nil {
+		t.Error("drawSweepChart without engines did not fail")
 	}
-	res := results{Engines: []engineResult{openLoopEngine("dev", 200), {Name: "server"}}}
-	if err := drawOpenLoopChart(filepath.Join(t.TempDir(), "c.png"), res); err == nil {
-		t.Error("drawOpenLoopChart with an engine without open-loop results did not fail")
+	res := results{Engines: []engineResult{sweptEngine("dev", 200), {Name: "server"}}}
+	if err := drawSweepChart(filepath.Join(t.TempDir(), "c.png"), res); err == nil {
+		t.Error("drawSweepChart with an engine without a sweep did not fail")
 	}
 }
 
 func TestSummaryLines(t *testing.T) {
-	res := results{Baseline: cellResult{Rate: 2000}, Engines: []engineResult{
-		{Name: "dev", E2E: cellResult{Rate: 100}, Ratio: 0.05, SteadyP99: 212.4,
-			Floor: &cellResult{Rate: 300}, FloorRatio: 1.0 / 3, SteadyActions: 3.456},
-		{Name: "server", E2E: cellResult{Rate: 150.25}, Ratio: 0.075, SteadyP99: 90},
-	}}
+	dev := sweptEngine("dev", 100)
+	server := engineResult{Name: "server", E2E: cellResult{Rate: 150.25}, Sweep: &sweepResult{Capacity: 61.04,
+		Near: &cellResult{P99: 90 * time.Millisecond}}}
+	res := results{Baseline: cellResult{Rate: 2000}, Engines: []engineResult{dev, server}}
 	got := summaryLines(res)
-	// What was not measured (the server's floor and costs, the capacity)
-	// is "-".
+	// What was not measured (the server's floor, its costs) is "-".
 	want := []string{
-		"orderflow bench [temporal=server]: e2e=150.2 floor=- floor_ratio=- capacity=- p99_ms=90 actions_per_event=-",
-		"orderflow bench: e2e=100.0 floor=300.0 floor_ratio=0.33 capacity=- p99_ms=212 actions_per_event=3.46",
+		"orderflow bench [temporal=server]: e2e=150.2 floor=- floor_ratio=- capacity=61.0 p99_ms=90 actions_per_event=-",
+		"orderflow bench: e2e=100.0 floor=120.0 floor_ratio=0.80 capacity=40.0 p99_ms=700 actions_per_event=3.46",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("summary lines\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -266,7 +274,7 @@ func TestSummaryLines(t *testing.T) {
 func TestWriteResults(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "results")
 	res := results{Started: time.Date(2026, 11, 22, 19, 40, 4, 0, time.FixedZone("x", 3600)), Commit: "94a5002",
-		Baseline: cellResult{Rate: 2425.6}, Engines: []engineResult{openLoopEngine("dev", 210.7)}}
+		Baseline: cellResult{Rate: 2425.6}, Engines: []engineResult{sweptEngine("dev", 210.7)}}
 	path, err := writeResults(dir, res)
 	if err != nil {
 		t.Fatal(err)
@@ -283,7 +291,7 @@ func TestWriteResults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if back.Baseline.Rate != 2425.6 || len(back.Engines) != 1 || back.Engines[0].E2E.Rate != 210.7 ||
-		len(back.Engines[0].OpenLoop) != 3 || back.Machine == "" {
+		len(back.Engines[0].Sweep.Steps) != 3 || back.Engines[0].FloorSweep.Near.Cost.Actions != 3.456 || back.Machine == "" {
 		t.Errorf("read back %+v", back)
 	}
 }
@@ -342,11 +350,11 @@ func TestResultsOfRecordDrawTheChart(t *testing.T) {
 
 // TestRedrawChart: -redraw draws the chart of an earlier run's results file,
 // without any service; a missing file, one that is not JSON and one without
-// open-loop results are errors that name the file.
+// sweeps are errors that name the file.
 func TestRedrawChart(t *testing.T) {
 	dir := t.TempDir()
 	res := results{Started: time.Date(2026, 11, 22, 19, 40, 4, 0, time.UTC), Baseline: cellResult{Rate: 2400},
-		Engines: []engineResult{openLoopEngine("dev", 210), openLoopEngine("server", 198)}}
+		Engines: []engineResult{sweptEngine("dev", 210), sweptEngine("server", 198)}}
 	data, err := json.Marshal(res)
 	if err != nil {
 		t.Fatal(err)

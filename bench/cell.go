@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -35,7 +34,6 @@ type cellConfig struct {
 	Orders      int
 	Concurrency int // bridge (or direct consumer) goroutines
 	BatchSize   int
-	Workers     int  // worker processes (orderflow only)
 	Direct      bool // the direct-consumer baseline instead of orderflow
 	Seed        int64
 	// DupRate is the scenario's share of messages sent twice.
@@ -44,8 +42,6 @@ type cellConfig struct {
 	// events per second (duplicates, conflicts and bad messages come on
 	// top, in the scenario's proportions).
 	Offered float64 `json:",omitempty"`
-	// Fraction is Offered as a share of the e2e backlog rate.
-	Fraction float64 `json:",omitempty"`
 	// BridgeArgs are extra flags of this cell's bridge.
 	BridgeArgs []string `json:",omitempty"`
 	// Floor runs the engine's floor (floorWorkflow, in the benchmark's
@@ -56,6 +52,8 @@ type cellConfig struct {
 	// inspect, when set, runs once the cell settled, while its consumers
 	// still run (a query needs a worker).
 	inspect func(ctx context.Context, r *cellResult) error
+	// noCost leaves the engine's work per event unmeasured (a sweep step).
+	noCost bool
 }
 
 // cellResult is what one cell measured. Rates count distinct valid events
@@ -78,19 +76,18 @@ type cellResult struct {
 	// Rate is distinct events per second over Elapsed; MessageRate the
 	// same for every message published.
 	Rate, MessageRate float64
-	// PublishRate is the rate the open-loop publisher kept, in messages/s.
-	PublishRate float64 `json:",omitempty"`
-	// P50, P95 and P99 are the open-loop latencies from a business key's
-	// first publish to its order_events row.
-	P50, P95, P99 time.Duration `json:",omitempty"`
-	Verified      bool
+	// P50 and P99 are the open-loop latencies from a business key's first
+	// publish to its order_events row (the floor: to its receipt), and
+	// Tail the time from the last publish to the last key applied.
+	P50, P99, Tail time.Duration `json:",omitempty"`
+	// Verdict is a sweep step's: "pass", or why it failed (judge).
+	Verdict  string `json:",omitempty"`
+	Verified bool
 	// Hot is what the hot-order cell found in Temporal.
 	Hot *hotResult `json:",omitempty"`
 	// Signals counts the bridge's SignalWithStart requests (attempts
-	// included) and WorkflowTasks the workflow tasks the workers ran; 0
-	// for the direct consumer.
-	Signals       int `json:",omitempty"`
-	WorkflowTasks int `json:",omitempty"`
+	// included); 0 for the direct consumer.
+	Signals int `json:",omitempty"`
 	// CPU is the machine's CPU use by process group over the drain (a
 	// backlog's first to last effect, an open loop's first publish to
 	// last effect), from the samples that enclose it.
@@ -109,12 +106,15 @@ func scenarioOptions(orders int, seed int64, prefix string, dupRate float64) sce
 	}
 }
 
+// settleWait bounds the wait for a cell to settle.
+const settleWait = 8 * time.Minute
+
 // runCell runs one cell from a fresh topic, group, task queue and database
 // until every order settled, and checks the invariants.
 func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) {
 	res := cellResult{Config: cc, Prefix: uniq.Name("b")}
 	if cc.Floor {
-		b.floor = newFloorTracker()
+		b.floor = newFloorTracker(res.Prefix)
 	}
 	db, err := newDatabase(ctx, b.cfg.DatabaseURL)
 	if err != nil {
@@ -144,7 +144,7 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 		}
 	}
 	var before costCounters
-	if !cc.Direct {
+	if !cc.Direct && !cc.noCost {
 		if before, err = readCounters(ctx, b.engineMetrics, b.cfg.TemporalNamespace, "", db); err != nil {
 			return res, err
 		}
@@ -155,7 +155,10 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 	}
 	defer stop()
 	if cc.Offered > 0 {
-		if err := pub.openLoop(ctx, cc, db, &res); err != nil {
+		if err := warmUp(ctx, p, topic, b.warmApplied(cc, db)); err != nil {
+			return res, fmt.Errorf("%s: %w", cc.Name, err)
+		}
+		if err := pub.run(ctx, cc.Offered*float64(res.Messages)/float64(res.Events)); err != nil {
 			return res, err
 		}
 	}
@@ -163,7 +166,7 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 	if err := b.settle(ctx, cc, db, &sc.Expected, &res); err != nil {
 		return res, err
 	}
-	if !cc.Direct {
+	if !cc.Direct && !cc.noCost {
 		if err := b.measureCost(ctx, db, before, costSample(sc.Messages, costSampleOrders), &res); err != nil {
 			return res, fmt.Errorf("%s: engine work: %w", cc.Name, err)
 		}
@@ -228,20 +231,17 @@ func (pub *publisher) run(ctx context.Context, rate float64) error {
 	return err
 }
 
-// openLoop waits until one event of another prefix went through the live
-// pipeline, then publishes at the cell's offered rate (duplicates,
-// conflicts and bad messages on top) and records the rate it kept.
-func (pub *publisher) openLoop(ctx context.Context, cc cellConfig, db *database, res *cellResult) error {
-	if err := warmUp(ctx, pub.p, db, pub.topic); err != nil {
-		return fmt.Errorf("%s: %w", cc.Name, err)
+// warmApplied says whether the warm-up key arrived: its order_events
+// row, or the floor's receipt.
+func (b *bench) warmApplied(cc cellConfig, db *database) func(context.Context, scenario.Key) (bool, error) {
+	if cc.Floor {
+		return func(_ context.Context, k scenario.Key) (bool, error) { return b.floor.has(k), nil }
 	}
-	if err := pub.run(ctx, cc.Offered*float64(res.Messages)/float64(res.Events)); err != nil {
-		return err
+	return func(ctx context.Context, k scenario.Key) (bool, error) {
+		var n int64
+		err := db.DB.WithContext(ctx).Raw(`SELECT count(*) FROM order_events WHERE order_id = ?`, k.OrderID).Row().Scan(&n)
+		return n > 0, err
 	}
-	if d := pub.sent[len(pub.sent)-1].Sub(pub.sent[0]); d > 0 {
-		res.PublishRate = float64(len(pub.sent)-1) / d.Seconds()
-	}
-	return nil
 }
 
 // settle waits until the cell's database settled with every invariant
@@ -249,14 +249,14 @@ func (pub *publisher) openLoop(ctx context.Context, cc cellConfig, db *database,
 // reads what Temporal and the processes say of the cell.
 func (b *bench) settle(ctx context.Context, cc cellConfig, db *database, exp *scenario.Expected, res *cellResult) error {
 	if cc.Floor {
-		if err := waitFloor(ctx, b.floor, res.Events, b.settleWait); err != nil {
+		if err := waitFloor(ctx, b.floor, res.Events, settleWait); err != nil {
 			return fmt.Errorf("%s: %w", cc.Name, err)
 		}
-		b.countRequests(ctx, res)
+		b.countSignals(ctx, res)
 		return nil
 	}
 	report, err := check.WaitSettled(ctx, db.DB, exp, check.WaitOptions{
-		Wait: b.settleWait, Interval: 500 * time.Millisecond, Settle: time.Second,
+		Wait: settleWait, Interval: 500 * time.Millisecond, Settle: time.Second,
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -272,7 +272,7 @@ func (b *bench) settle(ctx context.Context, cc cellConfig, db *database, exp *sc
 	}
 	res.Verified = report.OK()
 	if !cc.Direct {
-		b.countRequests(ctx, res)
+		b.countSignals(ctx, res)
 	}
 	if cc.inspect != nil {
 		if err := cc.inspect(ctx, res); err != nil {
@@ -283,8 +283,8 @@ func (b *bench) settle(ctx context.Context, cc cellConfig, db *database, exp *sc
 }
 
 // measure computes the cell's rates, CPU use and, open-loop, latencies
-// from its database effects. A backlog's clock starts at the first effect
-// (Startup is reported apart); an open loop's at the first publish.
+// from its effects. A backlog's clock starts at the first effect (Startup
+// is reported apart); an open loop's at the first publish.
 func (b *bench) measure(ctx context.Context, db *database, pub *publisher, started time.Time, res *cellResult) error {
 	var (
 		first, last time.Time
@@ -295,10 +295,12 @@ func (b *bench) measure(ctx context.Context, db *database, pub *publisher, start
 	} else if first, last, err = effectSpan(ctx, db); err != nil {
 		return err
 	}
-	open := res.Config.Offered > 0
 	begin := first
-	if open {
+	if res.Config.Offered > 0 {
 		begin = pub.sent[0]
+		if err := b.openLatencies(ctx, db, pub, res); err != nil {
+			return err
+		}
 	} else {
 		res.Startup = first.Sub(started)
 	}
@@ -313,13 +315,41 @@ func (b *bench) measure(ctx context.Context, db *database, pub *publisher, start
 			res.CPU = &sh
 		}
 	}
-	if open {
-		lat, err := latencies(ctx, db, pub.msgs, pub.sent)
+	return nil
+}
+
+// openLatencies fills an open-loop cell's p50, p99 and tail from when its
+// keys were applied: their order_events rows, or the floor's receipts.
+func (b *bench) openLatencies(ctx context.Context, db *database, pub *publisher, res *cellResult) error {
+	applied := map[scenario.Key]time.Time{}
+	if res.Config.Floor {
+		applied = b.floor.applied()
+	} else {
+		rows, err := db.DB.WithContext(ctx).Raw(`SELECT order_id, version, first_seen_at FROM order_events`).Rows()
 		if err != nil {
-			return err
+			return fmt.Errorf("read order_events: %w", err)
 		}
-		res.P50, res.P95, res.P99 = quantile(lat, 0.50), quantile(lat, 0.95), quantile(lat, 0.99)
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				k scenario.Key
+				t time.Time
+			)
+			if err := rows.Scan(&k.OrderID, &k.Version, &t); err != nil {
+				return fmt.Errorf("read order_events: %w", err)
+			}
+			applied[k] = t
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("read order_events: %w", err)
+		}
 	}
+	lat, last, err := latencies(pub.msgs, pub.sent, applied)
+	if err != nil {
+		return fmt.Errorf("%s: %w", res.Config.Name, err)
+	}
+	res.P50, res.P99 = quantile(lat, 0.50), quantile(lat, 0.99)
+	res.Tail = max(last.Sub(pub.sent[len(pub.sent)-1]), 0)
 	return nil
 }
 
@@ -342,7 +372,6 @@ func (b *bench) startConsumers(ctx context.Context, cc cellConfig, db *database,
 			running[i]()
 		}
 	}
-	b.metricsAddrs = map[string]string{}
 	// start runs bin with args, its JSON logs going to logDir/name.log, its
 	// HTTP endpoints on a free address passed through addrEnv, and waits
 	// until its /readyz answers 200.
@@ -354,7 +383,9 @@ func (b *bench) startConsumers(ctx context.Context, cc cellConfig, db *database,
 			return err
 		}
 		running = append(running, func() { _, _, _ = p.Stop(40 * time.Second) })
-		b.metricsAddrs[name] = p.Addr()
+		if strings.HasSuffix(name, "-bridge") {
+			b.bridgeMetrics = p.Addr()
+		}
 		return nil
 	}
 	common := []string{"-task-queue", tq, "-database-url", db.DSN, "-temporal-address", b.cfg.TemporalAddress,
@@ -366,16 +397,14 @@ func (b *bench) startConsumers(ctx context.Context, cc cellConfig, db *database,
 		}
 		running = append(running, stopFloor)
 	}
-	for i := 0; i < cc.Workers && !cc.Floor; i++ {
-		args := append(slices.Clone(common), b.workerArgs...)
-		if err := start(fmt.Sprintf("%s-worker%d", cc.Name, i+1), b.workerBin, "ORDERFLOW_WORKER_METRICS_ADDR", args); err != nil {
+	if !cc.Floor {
+		if err := start(cc.Name+"-worker", b.workerBin, "ORDERFLOW_WORKER_METRICS_ADDR", common); err != nil {
 			return nil, started, err
 		}
 	}
 	args := append(slices.Clone(common), "-topic", topic, "-consumer-group", group,
 		"-rocketmq-namesrv", b.cfg.RocketMQNamesrv,
 		"-concurrency", strconv.Itoa(cc.Concurrency), "-batch-size", strconv.Itoa(cc.BatchSize))
-	args = append(args, b.bridgeArgs...)
 	args = append(args, cc.BridgeArgs...)
 	started = time.Now()
 	if err := start(cc.Name+"-bridge", b.bridgeBin, "ORDERFLOW_BRIDGE_METRICS_ADDR", args); err != nil {
@@ -384,35 +413,17 @@ func (b *bench) startConsumers(ctx context.Context, cc cellConfig, db *database,
 	return stopAll, started, nil
 }
 
-// fetch writes the body of url to path.
-func fetch(ctx context.Context, url, path string) error {
-	body, err := get(ctx, url)
+// countSignals reads the bridge's SignalWithStart requests (attempts
+// included) from its /metrics once the cell settled, keeping the text in
+// logDir.
+func (b *bench) countSignals(ctx context.Context, res *cellResult) {
+	text, err := get(ctx, "http://"+b.bridgeMetrics+"/metrics")
 	if err != nil {
-		return err
+		slog.Warn("bench: bridge metrics", "err", err)
+		return
 	}
-	return os.WriteFile(path, []byte(body), 0o644)
-}
-
-// countRequests reads, from the processes' /metrics once the cell settled
-// (each kept in logDir), the bridge's SignalWithStart requests and the
-// workflow tasks the workers ran (Temporal's SDK metrics).
-func (b *bench) countRequests(ctx context.Context, res *cellResult) {
-	for name, addr := range b.metricsAddrs {
-		path := filepath.Join(b.logDir, name+".metrics.txt")
-		if err := fetch(ctx, "http://"+addr+"/metrics", path); err != nil {
-			slog.Warn("bench: metrics", "process", name, "err", err)
-			continue
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			continue
-		}
-		if strings.HasSuffix(name, "-bridge") {
-			res.Signals += int(promSum(string(data), "temporal_request_total", `operation="SignalWithStartWorkflowExecution"`))
-		} else {
-			res.WorkflowTasks += int(promSum(string(data), "temporal_workflow_task_execution_latency_seconds_count", ""))
-		}
-	}
+	_ = os.WriteFile(filepath.Join(b.logDir, res.Config.Name+"-bridge.metrics.txt"), []byte(text), 0o644)
+	res.Signals = int(promSum(text, "temporal_request_total", `operation="SignalWithStartWorkflowExecution"`))
 }
 
 // promSum adds the values of the samples of metric whose labels contain
@@ -449,56 +460,4 @@ func effectSpan(ctx context.Context, db *database) (first, last time.Time, err e
 		return first, last, fmt.Errorf("first and last effect: %w", err)
 	}
 	return first, last, nil
-}
-
-// latencies returns, sorted, the time from each business key's first
-// publish (the producer's send returned) to its order_events row
-// (first_seen_at: the start of the transaction that recorded it; the same
-// host's clock).
-func latencies(ctx context.Context, db *database, msgs []scenario.Message, sent []time.Time) ([]time.Duration, error) {
-	published := make(map[scenario.Key]time.Time, len(msgs))
-	for i, m := range msgs {
-		if m.Kind == scenario.KindBad {
-			continue
-		}
-		k := m.Event.Key()
-		if t, ok := published[k]; !ok || sent[i].Before(t) {
-			published[k] = sent[i]
-		}
-	}
-	rows, err := db.DB.WithContext(ctx).Raw(`SELECT order_id, version, first_seen_at FROM order_events`).Rows()
-	if err != nil {
-		return nil, fmt.Errorf("read order_events: %w", err)
-	}
-	defer rows.Close()
-	var lat []time.Duration
-	for rows.Next() {
-		var (
-			k scenario.Key
-			t time.Time
-		)
-		if err := rows.Scan(&k.OrderID, &k.Version, &t); err != nil {
-			return nil, fmt.Errorf("read order_events: %w", err)
-		}
-		if p, ok := published[k]; ok {
-			lat = append(lat, max(t.Sub(p), 0))
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read order_events: %w", err)
-	}
-	if len(lat) != len(published) {
-		return nil, fmt.Errorf("%d of %d published business keys recorded", len(lat), len(published))
-	}
-	slices.Sort(lat)
-	return lat, nil
-}
-
-// quantile returns the q-quantile (nearest rank) of sorted, 0 when empty.
-func quantile(sorted []time.Duration, q float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := int(math.Ceil(q*float64(len(sorted)))) - 1
-	return sorted[min(max(i, 0), len(sorted)-1)]
 }

@@ -17,12 +17,14 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 )
 
-// series is one line of a panel: solid with a dot at each point, or dashed.
+// series is one line of a panel, solid or dashed, with a dot at each
+// point unless Plain.
 type series struct {
 	Label  string
 	Color  color.RGBA
 	Points plotter.XYs
 	Dashed bool
+	Plain  bool
 }
 
 var (
@@ -37,45 +39,51 @@ var (
 // ran.
 var engineColours = []color.RGBA{colBlue, colOrng, colGreen, colRed}
 
-// drawOpenLoopChart plots, against the offered rate, the throughput each
-// engine's open-loop runs achieved (solid, in the engine's colour; the
-// offered rate itself and each engine's e2e backlog rate dashed) above their
-// p99 (solid) and p50 (dashed) latency on a log scale, with the 1 s goal.
-func drawOpenLoopChart(path string, res results) error {
+// drawSweepChart plots, against the offered rate, each engine's capacity
+// sweeps (every step and the cells at 0.5 and 0.9 × the capacity), in the
+// engine's colour, orderflow solid and the floor dashed: the achieved rate
+// above (the offered rate itself dashed black), the p99 below on a log
+// scale with the 1 s goal.
+func drawSweepChart(path string, res results) error {
 	var thr, lat []series
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for i, er := range res.Engines {
-		if len(er.OpenLoop) == 0 {
-			return fmt.Errorf("no open-loop results of engine %s", er.Name)
+		if er.Sweep == nil {
+			return fmt.Errorf("no sweep of engine %s", er.Name)
 		}
 		col := engineColours[i%len(engineColours)]
-		achieved := series{Label: er.Name + " achieved", Color: col}
-		p99 := series{Label: er.Name + " p99", Color: col}
-		p50 := series{Label: er.Name + " p50", Color: col, Dashed: true}
-		elo, ehi := math.Inf(1), math.Inf(-1)
-		for _, r := range er.OpenLoop {
-			x := r.Config.Offered
-			elo, ehi = math.Min(elo, x), math.Max(ehi, x)
-			achieved.Points = append(achieved.Points, plotter.XY{X: x, Y: r.Rate})
-			p99.Points = append(p99.Points, plotter.XY{X: x, Y: float64(r.P99) / float64(time.Millisecond)})
-			p50.Points = append(p50.Points, plotter.XY{X: x, Y: float64(r.P50) / float64(time.Millisecond)})
+		for _, sw := range []struct {
+			name string
+			s    *sweepResult
+		}{{"orderflow", er.Sweep}, {"floor", er.FloorSweep}} {
+			if sw.s == nil {
+				continue
+			}
+			label := fmt.Sprintf("%s %s", er.Name, sw.name)
+			if sw.s.Capacity > 0 {
+				label += fmt.Sprintf(" (capacity %.0f)", sw.s.Capacity)
+			}
+			achieved := series{Label: label, Color: col, Dashed: sw.name == "floor"}
+			p99 := achieved
+			for _, r := range sw.s.points() {
+				x := r.Config.Offered
+				lo, hi = math.Min(lo, x), math.Max(hi, x)
+				achieved.Points = append(achieved.Points, plotter.XY{X: x, Y: r.Rate})
+				p99.Points = append(p99.Points, plotter.XY{X: x, Y: float64(r.P99) / float64(time.Millisecond)})
+			}
+			thr, lat = append(thr, achieved), append(lat, p99)
 		}
-		lo, hi = math.Min(lo, elo), math.Max(hi, ehi)
-		thr = append(thr, achieved, series{Label: er.Name + " e2e backlog drain", Color: col, Dashed: true,
-			Points: plotter.XYs{{X: elo, Y: er.E2E.Rate}, {X: ehi, Y: er.E2E.Rate}}})
-		lat = append(lat, p99, p50)
 	}
 	if len(thr) == 0 {
-		return errors.New("no open-loop results")
+		return errors.New("no sweep results")
 	}
-	thr = append(thr, series{Label: "offered", Color: colBlack, Dashed: true, Points: plotter.XYs{{X: lo, Y: lo}, {X: hi, Y: hi}}})
-	lat = append(lat, series{Label: "1 s goal", Color: colBlack, Dashed: true, Points: plotter.XYs{{X: lo, Y: 1000}, {X: hi, Y: 1000}}})
-	top, err := panel(fmt.Sprintf("orderflow open loop by Temporal engine (direct-consumer baseline: %.0f events/s)", res.Baseline.Rate),
-		"achieved events/s", thr, false)
+	thr = append(thr, series{Label: "offered", Color: colBlack, Dashed: true, Plain: true, Points: plotter.XYs{{X: lo, Y: lo}, {X: hi, Y: hi}}})
+	lat = append(lat, series{Label: "1 s goal", Color: colBlack, Dashed: true, Plain: true, Points: plotter.XYs{{X: lo, Y: 1000}, {X: hi, Y: 1000}}})
+	top, err := panel("capacity sweeps by Temporal engine: orderflow solid, the engine's floor dashed", "achieved events/s", thr, false)
 	if err != nil {
 		return err
 	}
-	bottom, err := panel("latency from publish to order_events row", "ms (log scale)", lat, true)
+	bottom, err := panel("p99 from publish to applied (orderflow: order_events row; floor: received)", "ms (log scale)", lat, true)
 	if err != nil {
 		return err
 	}
@@ -106,7 +114,8 @@ func panel(title, yLabel string, ss []series, logY bool) (*plot.Plot, error) {
 		thumbs := []plot.Thumbnailer{l}
 		if s.Dashed {
 			l.Dashes = []vg.Length{vg.Points(6), vg.Points(4)}
-		} else {
+		}
+		if !s.Plain {
 			sc, err := plotter.NewScatter(xys)
 			if err != nil {
 				return nil, fmt.Errorf("series %q: %w", s.Label, err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,40 +26,58 @@ import (
 // is orderflow's own work.
 
 // floorTracker notes when the floor's workflows first received each
-// business key: the floor's "effects", as order_events rows are
-// orderflow's.
+// business key of the cell's orders (prefix): the floor's "effects", as
+// order_events rows are orderflow's. It keeps every order it heard of, the
+// warm-up's included, for the cell's cleanup.
 type floorTracker struct {
-	mu          sync.Mutex
-	seen        map[scenario.Key]bool
-	orderIDs    map[string]bool
-	first, last time.Time
+	mu       sync.Mutex
+	prefix   string
+	seen     map[scenario.Key]time.Time
+	orderIDs map[string]bool
 }
 
-func newFloorTracker() *floorTracker {
-	return &floorTracker{seen: map[scenario.Key]bool{}, orderIDs: map[string]bool{}}
+func newFloorTracker(prefix string) *floorTracker {
+	return &floorTracker{prefix: prefix + "-", seen: map[scenario.Key]time.Time{}, orderIDs: map[string]bool{}}
 }
 
 // note records k as received now, unless it was before.
 func (t *floorTracker) note(k scenario.Key) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.seen[k] {
-		return
+	t.orderIDs[k.OrderID] = true
+	if _, ok := t.seen[k]; !ok && strings.HasPrefix(k.OrderID, t.prefix) {
+		t.seen[k] = time.Now()
 	}
-	t.seen[k], t.orderIDs[k.OrderID] = true, true
-	now := time.Now()
-	if t.first.IsZero() {
-		t.first = now
-	}
-	t.last = now
 }
 
-// received is how many distinct keys were received, and when the first
-// and the last of them were.
+// received is how many of the cell's distinct keys were received, and
+// when the first and the last of them were.
 func (t *floorTracker) received() (n int, first, last time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return len(t.seen), t.first, t.last
+	for _, at := range t.seen {
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+		if at.After(last) {
+			last = at
+		}
+	}
+	return len(t.seen), first, last
+}
+
+// applied is when each of the cell's keys was received.
+func (t *floorTracker) applied() map[scenario.Key]time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return maps.Clone(t.seen)
+}
+
+// has says whether k was received, whatever its order.
+func (t *floorTracker) has(k scenario.Key) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.orderIDs[k.OrderID]
 }
 
 // orders are the orders of the keys received.

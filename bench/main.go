@@ -1,44 +1,24 @@
 // Command bench measures orderflow on the local stack (`make up`) in
-// honest units: distinct events per second, publish-to-applied latency. It
-// measures what BENCHMARKS.md reports, and nothing else.
+// honest units, distinct events per second and publish-to-applied latency,
+// what BENCHMARKS.md reports and nothing else: once without Temporal (the
+// baseline: the e2e scenario drained by an in-process consumer doing the
+// same database work), then on each Temporal engine (-engines; each
+// started afresh and stopped after its phases) the phases of -phases:
 //
-// Once, without Temporal:
+//   - e2e: the scenario's backlog drained by the real bridge and worker;
+//   - floor: the same through the same bridge into a workflow that only
+//     receives its signals (floorWorkflow), the engine's floor;
+//   - dup: drains without duplicates and with 50%, run A B B A;
+//   - hot: one order receiving 2,000 events, continuing as new;
+//   - open: a capacity sweep of steady rates, for orderflow and for the
+//     floor, and the cells at 0.5 and 0.9 × each capacity (openloop.go).
 //
-//   - baseline: the e2e scenario drained by an in-process RocketMQ push
-//     consumer running the same ApplyEvent and points transactions.
+// Every cell ends with the invariants checked (the floor's: every event
+// received) and, on Temporal, the engine's work per event. The run draws
+// the chart, writes bench/results/<date>-<commit>.json and ends with a
+// line per engine, the dev engine's last and untagged:
 //
-// Then on each Temporal engine (-engines: dev, a Temporal dev server, and
-// server, the Temporal server on the local PostgreSQL; the benchmark starts
-// each afresh through scripts/stack.sh and stops it when its phases are
-// done):
-//
-//   - e2e: a scenario (20% duplicates, reordering, gaps, conflicts, bad
-//     messages) published to a fresh topic before any consumer starts, then
-//     drained by the real bridge and worker processes into a fresh
-//     database: distinct events per second from the first database effect
-//     to the last; the ratio is e2e/baseline;
-//   - floor: the engine's floor, the same stream through the same bridge
-//     into a workflow of the benchmark's that only receives its signals
-//     (floorWorkflow): e2e/floor is orderflow's own overhead;
-//   - duplicates: the e2e drain without duplicates and with 50%;
-//   - hot order: one order receiving 2,000 events; every run of its
-//     workflow must end by continue-as-new;
-//   - open loop: the e2e scenario published at a steady rate, a few shares
-//     of the engine's e2e rate (half of it is the headline), with the
-//     p50/p95/p99 latency from a business key's publish to its order_events
-//     row.
-//
-// -phases runs some of them only. Every orderflow cell ends with the
-// invariants checked (check.WaitSettled), the floor's once its workflows
-// received every event; every Temporal cell with the engine's work per
-// event (engineCost: the engine's action counter, a sample of histories,
-// the cell database's statistics). The run draws the chart, writes its
-// results to bench/results/<date>-<commit>.json and ends with a line per
-// engine, the dev engine's last ("-": not measured; the capacity is not
-// yet):
-//
-//	orderflow bench [temporal=server]: e2e=<events/s> floor=<events/s> floor_ratio=<e2e/floor> capacity=- p99_ms=<steady-rate p99> actions_per_event=<steady rate>
-//	orderflow bench: e2e=<events/s> floor=<events/s> floor_ratio=<e2e/floor> capacity=- p99_ms=<steady-rate p99> actions_per_event=<steady rate>
+//	orderflow bench [temporal=server]: e2e=<events/s> floor=<events/s> floor_ratio=<capacity/floor capacity> capacity=<events/s> p99_ms=<p99 at 0.9 x capacity> actions_per_event=<at 0.9 x capacity>
 //
 // Run it with `make bench`.
 package main
@@ -66,16 +46,13 @@ import (
 
 // bench holds the settings and shared resources of a benchmark run.
 type bench struct {
-	cfg                    config.Config
-	namesrv                []string
-	broker                 string
-	workerBin, bridgeBin   string
-	workerArgs, bridgeArgs []string
-	logDir                 string
-	settleWait             time.Duration
-	// metricsAddrs are the metrics addresses of the current cell's
-	// processes, by name.
-	metricsAddrs map[string]string
+	cfg                  config.Config
+	namesrv              []string
+	broker               string
+	workerBin, bridgeBin string
+	logDir               string
+	// bridgeMetrics is the metrics address of the current cell's bridge.
+	bridgeMetrics string
 	// cpu samples the machine's processes for the whole run.
 	cpu *cpuSampler
 	// cleanup counts the workflows the cells terminated once measured.
@@ -89,16 +66,16 @@ type bench struct {
 
 // options are the command's flags.
 type options struct {
-	orders, concurrency, workers, batch int
-	seed                                int64
-	dupRate                             float64
-	hotEvents, hotMaxEvents             int
-	open                                openLoopPlan
-	chart, logDir, resultsDir           string
+	orders, concurrency, batch int
+	seed                       int64
+	dupRate                    float64
+	hotEvents, hotMaxEvents    int
+	dupOrders                  int
+	sweep                      sweepPlan
+	chart, logDir, resultsDir  string
 	// redraw, when set, is a results file of an earlier run whose chart
 	// the benchmark draws again (at chart), measuring nothing.
-	redraw                 string
-	workerArgs, bridgeArgs string
+	redraw string
 	// engines are the Temporal engines measured, in this order, and
 	// phases the phases run on each, in this order.
 	engines []engineSpec
@@ -147,22 +124,9 @@ func intList(s string) ([]int, error) {
 	return out, nil
 }
 
-// fractionList parses a comma-separated list of numbers in (0, 2].
-func fractionList(s string) ([]float64, error) {
-	var out []float64
-	for _, f := range strings.Split(s, ",") {
-		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
-		if err != nil || !(v > 0 && v <= 2) {
-			return nil, fmt.Errorf("%q is not a list of numbers in (0, 2]", s)
-		}
-		out = append(out, v)
-	}
-	return out, nil
-}
-
 // lists are the flags given as comma-separated lists, parsed after the
 // flag set.
-type lists struct{ fractions, engines, phases, serverPorts, devPorts string }
+type lists struct{ engines, phases, serverPorts, devPorts string }
 
 // phaseNames are the phases of an engine, in the order they run.
 var phaseNames = []string{"e2e", "floor", "dup", "hot", "open"}
@@ -182,27 +146,26 @@ func parse(args []string) (config.Config, options, error) {
 	bs := func(name, usage string) config.Setting { return config.Own("ORDERFLOW_BENCH_", name, usage) }
 	fs.Int(&o.orders, 1100, bs("orders", "orders of the e2e, baseline and duplicate scenarios (1100 orders make about 5,500 events)"))
 	fs.Int(&o.concurrency, 32, bs("concurrency", "bridge (and direct consumer) concurrency"))
-	fs.Int(&o.workers, 1, bs("workers", "worker processes of the orderflow runs"))
 	fs.Int(&o.batch, 16, bs("batch-size", "messages per consumer callback; the bridge sends the events of one order in a callback in one signal"))
 	fs.Float(&o.dupRate, 0.5, bs("dup-rate", "share of the events sent twice in the duplicate scenario (compared with none)"))
 	fs.Int(&o.hotEvents, 2000, bs("hot-events", "events of the hot order (0 skips it)"))
 	fs.Int(&o.hotMaxEvents, 500, bs("hot-max-events", "the hot order's bridge continues its workflow as new after this many events (-workflow-max-events; 0: when Temporal suggests)"))
-	fs.String(&l.fractions, "0.25,0.5,0.75", bs("open-rates", "offered rates of the open-loop runs, as shares of each engine's e2e rate"))
-	fs.Float(&o.open.Steady, 0.5, bs("steady-rate", "the open-loop share of the e2e rate whose p99 the last line reports (run even when not in -open-rates)"))
-	fs.Duration(&o.open.Duration, time.Minute, bs("open-duration", "how long the steady open-loop rate (-steady-rate) is offered"))
-	fs.Duration(&o.open.Others, 30*time.Second, bs("open-other-duration", "how long each other open-loop rate is offered (at most -open-duration)"))
+	fs.Int(&o.dupOrders, 300, bs("dup-orders", "orders of each of the four duplicate drains (A B B A)"))
+	fs.Float(&o.sweep.Start, 0.3, bs("sweep-start", "orderflow's capacity sweep's first rate, as a share of its backlog drain's rate (the floor's starts at orderflow's capacity)"))
+	fs.Float(&o.sweep.Factor, 1.5, bs("sweep-factor", "the capacity sweep's step up (or down while no step passed)"))
+	fs.Int(&o.sweep.MaxSteps, 5, bs("sweep-steps", "at most this many steps per sweep"))
+	fs.Duration(&o.sweep.Step, 15*time.Second, bs("sweep-step", "how long each step's rate is offered"))
+	fs.Duration(&o.sweep.Cell, 20*time.Second, bs("sweep-cell", "how long 0.5 and 0.9 x the capacity are offered"))
 	fs.String(&l.engines, "dev,server", bs("engines", "Temporal engines to measure on, in this order: "+engineNames()))
-	fs.String(&l.phases, strings.Join(phaseNames, ","), bs("phases", "phases run on each engine (open needs e2e): "+strings.Join(phaseNames, ", ")))
+	fs.String(&l.phases, strings.Join(phaseNames, ","), bs("phases", "phases run on each engine (open needs e2e and floor): "+strings.Join(phaseNames, ", ")))
 	fs.String(&l.serverPorts, "7333,8333", bs("server-ports", "frontend and UI ports of the server engine (it also takes the nine ports above the frontend's)"))
 	fs.Int(&o.serverShards, 4, bs("server-shards", "history shards of the server engine"))
 	fs.String(&l.devPorts, "7433,8433", bs("dev-ports", "frontend and UI ports of the dev engine"))
 	fs.Int(&seed, 42, bs("seed", "scenario seed"))
-	fs.String(&o.chart, "docs/bench-throughput.png", bs("chart", "PNG chart of throughput and latency against the offered rate"))
+	fs.String(&o.chart, "docs/bench-throughput.png", bs("chart", "PNG chart of the sweeps' throughput and p99 against the offered rate"))
 	fs.String(&o.redraw, "", bs("redraw", "draw the chart (-chart) again from an earlier run's results file, measuring nothing"))
 	fs.String(&o.logDir, ".data/bench", bs("log-dir", "directory of the processes' logs and metrics"))
 	fs.String(&o.resultsDir, "bench/results", bs("results-dir", "directory of the results files, one per run, named by date and commit"))
-	fs.String(&o.workerArgs, "", bs("worker-args", "extra flags for the worker processes (space-separated)"))
-	fs.String(&o.bridgeArgs, "", bs("bridge-args", "extra flags for the bridge process (space-separated)"))
 	if err := fs.Parse(args, nil); err != nil {
 		return cfg, o, err
 	}
@@ -236,14 +199,11 @@ func (o *options) parseLists(l lists) error {
 			return err
 		}
 	}
-	if o.open.Fractions, err = fractionList(l.fractions); err != nil {
-		return fmt.Errorf("-open-rates: %w", err)
-	}
 	return nil
 }
 
 // parsePhases parses -phases: known names, each once, run in phaseNames'
-// order; open needs e2e (its rates are shares of it).
+// order; open needs e2e and floor (its sweeps start from their rates).
 func parsePhases(s string) ([]string, error) {
 	want := map[string]bool{}
 	for _, f := range strings.Split(s, ",") {
@@ -253,8 +213,8 @@ func parsePhases(s string) ([]string, error) {
 		}
 		want[name] = true
 	}
-	if want["open"] && !want["e2e"] {
-		return nil, errors.New("the open phase needs the e2e phase")
+	if want["open"] && !(want["e2e"] && want["floor"]) {
+		return nil, errors.New("the open phase needs the e2e and floor phases")
 	}
 	var out []string
 	for _, name := range phaseNames {
@@ -267,17 +227,17 @@ func parsePhases(s string) ([]string, error) {
 
 // check rejects values out of range.
 func (o options) check() error {
-	if !(o.open.Steady > 0 && o.open.Steady <= 2) {
-		return fmt.Errorf("-steady-rate must be within (0, 2], got %g", o.open.Steady)
+	if !(o.sweep.Start > 0 && o.sweep.Factor > 1) {
+		return fmt.Errorf("-sweep-start must be > 0 and -sweep-factor > 1, got %g and %g", o.sweep.Start, o.sweep.Factor)
 	}
 	if !(o.dupRate > 0 && o.dupRate <= 1) {
 		return fmt.Errorf("-dup-rate must be within (0, 1], got %g", o.dupRate)
 	}
-	if o.open.Duration < time.Second || o.open.Others < time.Second {
-		return fmt.Errorf("-open-duration and -open-other-duration must be at least 1s, got %s and %s", o.open.Duration, o.open.Others)
+	if o.sweep.Step < time.Second || o.sweep.Cell < time.Second {
+		return fmt.Errorf("-sweep-step and -sweep-cell must be at least 1s, got %s and %s", o.sweep.Step, o.sweep.Cell)
 	}
-	for name, v := range map[string]int{"orders": o.orders, "concurrency": o.concurrency, "workers": o.workers,
-		"batch-size": o.batch, "server-shards": o.serverShards} {
+	for name, v := range map[string]int{"orders": o.orders, "concurrency": o.concurrency,
+		"batch-size": o.batch, "server-shards": o.serverShards, "dup-orders": o.dupOrders, "sweep-steps": o.sweep.MaxSteps} {
 		if v < 1 {
 			return fmt.Errorf("-%s must be >= 1, got %d", name, v)
 		}
@@ -343,8 +303,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 // newBench checks that the stack's broker answers and makes the run's log
 // directory.
 func newBench(cfg config.Config, o options, out io.Writer) (*bench, error) {
-	b := &bench{cfg: cfg, settleWait: 8 * time.Minute,
-		workerArgs: strings.Fields(o.workerArgs), bridgeArgs: strings.Fields(o.bridgeArgs)}
+	b := &bench{cfg: cfg}
 	for _, a := range strings.Split(cfg.RocketMQNamesrv, ",") {
 		if a = strings.TrimSpace(a); a != "" {
 			b.namesrv = append(b.namesrv, a)
@@ -387,7 +346,7 @@ func (b *bench) runBaseline(ctx context.Context, o options, out io.Writer) (cell
 // lines.
 func finish(res results, o options, out io.Writer) error {
 	if slices.Contains(o.phases, "open") {
-		if err := drawOpenLoopChart(o.chart, res); err != nil {
+		if err := drawSweepChart(o.chart, res); err != nil {
 			return fmt.Errorf("chart: %w", err)
 		}
 		fmt.Fprintf(out, "chart:    %s\n", o.chart)
@@ -422,13 +381,21 @@ func summaryLines(res results) []string {
 		if er.Name != referenceEngine {
 			tag = " [temporal=" + er.Name + "]"
 		}
-		floor := 0.0
+		var floor, capacity, p99, actions float64
 		if er.Floor != nil {
 			floor = er.Floor.Rate
 		}
-		// The capacity sweep is not measured yet: "-".
-		l := fmt.Sprintf("orderflow bench%s: e2e=%s floor=%s floor_ratio=%s capacity=- p99_ms=%s actions_per_event=%s",
-			tag, figure(er.E2E.Rate, 1), figure(floor, 1), figure(er.FloorRatio, 2), figure(er.SteadyP99, 0), figure(er.SteadyActions, 2))
+		if s := er.Sweep; s != nil {
+			capacity = s.Capacity
+			if s.Near != nil {
+				p99 = float64(s.Near.P99) / float64(time.Millisecond)
+				if s.Near.Cost != nil {
+					actions = s.Near.Cost.Actions
+				}
+			}
+		}
+		l := fmt.Sprintf("orderflow bench%s: e2e=%s floor=%s floor_ratio=%s capacity=%s p99_ms=%s actions_per_event=%s",
+			tag, figure(er.E2E.Rate, 1), figure(floor, 1), figure(er.CapacityRatio, 2), figure(capacity, 1), figure(p99, 0), figure(actions, 2))
 		if er.Name == referenceEngine {
 			last = l
 		} else {

@@ -10,16 +10,114 @@ import (
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/internal/uniq"
+	"github.com/orderflow/orderflow/scenario"
 )
+
+// The open loop finds each engine's capacity, for orderflow and for the
+// engine's floor: steady rates rising in steps, each a cell of its own,
+// until one fails the goal; then the cells at 0.5 and 0.9 × the capacity.
+const (
+	// goalP99 is the latency goal: p99 from publish to applied.
+	goalP99 = time.Second
+	// minAchieved is the share of the offered rate a step must achieve,
+	// and maxTail how long after the last publish its last event may be
+	// applied: beyond either its backlog grew.
+	minAchieved = 0.95
+	maxTail     = 2 * time.Second
+)
+
+// sweepPlan is how a capacity sweep steps: from Start × the drain rate,
+// times Factor until a step fails, then one step between the last pass
+// and the first fail (the geometric mean), at most MaxSteps steps of Step
+// each; the cells at 0.5 and 0.9 × the capacity last Cell each.
+type sweepPlan struct {
+	Start, Factor float64
+	MaxSteps      int
+	Step, Cell    time.Duration
+}
+
+// sweepPoint is a step's offered rate and whether it passed.
+type sweepPoint struct {
+	Offered float64
+	Pass    bool
+}
+
+// bounds are the highest passing rate below the lowest failing one (0:
+// none) and the lowest failing rate (0: none).
+func bounds(pts []sweepPoint) (pass, fail float64) {
+	for _, p := range pts {
+		if !p.Pass && (fail == 0 || p.Offered < fail) {
+			fail = p.Offered
+		}
+	}
+	for _, p := range pts {
+		if p.Pass && p.Offered > pass && (fail == 0 || p.Offered < fail) {
+			pass = p.Offered
+		}
+	}
+	return pass, fail
+}
+
+// capacity is the highest offered rate that passed below the lowest that
+// failed; 0 when none passed.
+func capacity(pts []sweepPoint) float64 {
+	pass, _ := bounds(pts)
+	return pass
+}
+
+// next is the rate of the sweep's next step from start, or 0 when the
+// sweep is done: up by Factor while every step passed, down by it while
+// none did, then once between the last pass and the first fail.
+func (p sweepPlan) next(start float64, pts []sweepPoint) float64 {
+	if len(pts) >= p.MaxSteps {
+		return 0
+	}
+	if len(pts) == 0 {
+		return start
+	}
+	pass, fail := bounds(pts)
+	switch {
+	case fail == 0:
+		return pts[len(pts)-1].Offered * p.Factor
+	case pass == 0:
+		return fail / p.Factor
+	case fail/pass > math.Sqrt(p.Factor)*1.001:
+		return math.Sqrt(pass * fail)
+	}
+	return 0
+}
+
+// judge is "" when an open-loop cell met the goal with its backlog not
+// growing, else why not.
+func judge(r cellResult) string {
+	switch {
+	case r.P99 > goalP99:
+		return fmt.Sprintf("fail: p99 %s > %s", ms(r.P99), ms(goalP99))
+	case r.Rate < minAchieved*r.Config.Offered:
+		return fmt.Sprintf("fail: achieved %.1f < %.2f × offered", r.Rate, minAchieved)
+	case r.Tail > maxTail:
+		return fmt.Sprintf("fail: last event applied %.1fs after the last publish", r.Tail.Seconds())
+	}
+	return ""
+}
+
+// ordersFor is how many orders a scenario needs so that offering rate
+// events/s lasts d, at eventsPerOrder events per order.
+func ordersFor(rate float64, d time.Duration, eventsPerOrder float64) int {
+	if eventsPerOrder <= 0 {
+		eventsPerOrder = 1
+	}
+	return max(1, int(math.Ceil(rate*d.Seconds()/eventsPerOrder)))
+}
 
 // warmUpWait bounds the wait for the warm-up event.
 const warmUpWait = 2 * time.Minute
 
 // warmUp publishes one CREATED event of an order outside the scenario's
-// prefix and waits until its order_events row exists: the consumers have
+// prefix and waits until applied says it arrived: the consumers have
 // joined the topic's queues and the whole pipeline has run once, so an
-// open-loop run does not time the consumers' start.
-func warmUp(ctx context.Context, p *mq.Producer, db *database, topic string) error {
+// open-loop cell does not time the consumers' start.
+func warmUp(ctx context.Context, p *mq.Producer, topic string, applied func(context.Context, scenario.Key) (bool, error)) error {
 	id := uniq.Name("warm")
 	e := fsm.Event{EventID: id + "-v1", OrderID: id, UserID: 1, Status: fsm.Created, Version: 1,
 		AmountCents: 100, OccurredAt: time.Now().UTC().Truncate(time.Microsecond)}
@@ -28,12 +126,11 @@ func warmUp(ctx context.Context, p *mq.Producer, db *database, topic string) err
 	}
 	deadline := time.Now().Add(warmUpWait)
 	for {
-		var n int64
-		if err := db.DB.WithContext(ctx).Raw(`SELECT count(*) FROM order_events WHERE order_id = ?`, id).
-			Row().Scan(&n); err != nil {
+		ok, err := applied(ctx, scenario.Key{OrderID: id, Version: 1})
+		if err != nil {
 			return fmt.Errorf("warm-up: %w", err)
 		}
-		if n > 0 {
+		if ok {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -47,49 +144,43 @@ func warmUp(ctx context.Context, p *mq.Producer, db *database, topic string) err
 	}
 }
 
-// openLoopPlan is the open-loop part of a run: the fractions of the
-// measured e2e rate to offer, the one whose p99 is the headline figure, and
-// how long the steady rate and the others are offered.
-type openLoopPlan struct {
-	Fractions []float64
-	Steady    float64
-	// Duration is how long the steady rate is offered; Others how long
-	// each other rate is, at most Duration.
-	Duration, Others time.Duration
-}
-
-// duration is how long fraction f of the e2e rate is offered.
-func (p openLoopPlan) duration(f float64) time.Duration {
-	if f == p.Steady || p.Others <= 0 {
-		return p.Duration
-	}
-	return min(p.Others, p.Duration)
-}
-
-// fractions returns the plan's fractions, the steady one included, sorted
-// and without repeats.
-func (p openLoopPlan) fractions() []float64 {
-	fs := append(slices.Clone(p.Fractions), p.Steady)
-	slices.Sort(fs)
-	return slices.Compact(fs)
-}
-
-// ordersFor is how many orders a scenario needs so that offering rate
-// events/s lasts d, at eventsPerOrder events per order.
-func ordersFor(rate float64, d time.Duration, eventsPerOrder float64) int {
-	if eventsPerOrder <= 0 {
-		eventsPerOrder = 1
-	}
-	return max(1, int(math.Ceil(rate*d.Seconds()/eventsPerOrder)))
-}
-
-// steadyResult picks the open-loop result offered at fraction f of the
-// e2e rate.
-func steadyResult(rs []cellResult, f float64) (cellResult, error) {
-	for _, r := range rs {
-		if r.Config.Fraction == f {
-			return r, nil
+// latencies returns, sorted, the time from each business key's first
+// publish (the producer's send returned) to when it was applied (same
+// host's clock), and the last time a key was applied.
+func latencies(msgs []scenario.Message, sent []time.Time, applied map[scenario.Key]time.Time) ([]time.Duration, time.Time, error) {
+	published := make(map[scenario.Key]time.Time, len(msgs))
+	for i, m := range msgs {
+		if m.Kind == scenario.KindBad {
+			continue
+		}
+		k := m.Event.Key()
+		if t, ok := published[k]; !ok || sent[i].Before(t) {
+			published[k] = sent[i]
 		}
 	}
-	return cellResult{}, fmt.Errorf("no open-loop result at %g of the e2e rate", f)
+	var (
+		lat  []time.Duration
+		last time.Time
+	)
+	for k, p := range published {
+		t, ok := applied[k]
+		if !ok {
+			return nil, last, fmt.Errorf("%s published but not applied", k)
+		}
+		lat = append(lat, max(t.Sub(p), 0))
+		if t.After(last) {
+			last = t
+		}
+	}
+	slices.Sort(lat)
+	return lat, last, nil
+}
+
+// quantile returns the q-quantile (nearest rank) of sorted, 0 when empty.
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
 }

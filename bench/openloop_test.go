@@ -1,9 +1,11 @@
 package main
 
 import (
-	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/orderflow/orderflow/scenario"
 )
 
 func TestQuantile(t *testing.T) {
@@ -11,8 +13,8 @@ func TestQuantile(t *testing.T) {
 	for i := 1; i <= 100; i++ {
 		lat = append(lat, time.Duration(i)*time.Millisecond)
 	}
-	for q, want := range map[float64]time.Duration{0.5: 50 * time.Millisecond, 0.95: 95 * time.Millisecond,
-		0.99: 99 * time.Millisecond, 1: 100 * time.Millisecond, 0: time.Millisecond} {
+	for q, want := range map[float64]time.Duration{0.5: 50 * time.Millisecond, 0.99: 99 * time.Millisecond,
+		1: 100 * time.Millisecond, 0: time.Millisecond} {
 		if got := quantile(lat, q); got != want {
 			t.Errorf("quantile(1..100 ms, %v) = %v, want %v", q, got, want)
 		}
@@ -20,20 +22,93 @@ func TestQuantile(t *testing.T) {
 	if got := quantile(nil, 0.99); got != 0 {
 		t.Errorf("quantile of nothing = %v", got)
 	}
-	if got := quantile(lat[:1], 0.99); got != time.Millisecond {
-		t.Errorf("quantile of one = %v", got)
+}
+
+// TestSweepSteps walks sweeps whose verdicts are given by a capacity: a
+// step passes when its rate is at most cap. Each case lists the rates the
+// plan asks for, in order, and the capacity the sweep reports.
+func TestSweepSteps(t *testing.T) {
+	plan := sweepPlan{Start: 0.25, Factor: 2, MaxSteps: 6}
+	for _, c := range []struct {
+		name     string
+		cap      float64 // the highest rate that passes
+		maxSteps int
+		rates    []float64
+		capacity float64
+	}{
+		// Up from 10 by 2 until 80 fails, then once at sqrt(40*80).
+		{"up, refine passes", 60, 6, []float64{10, 20, 40, 80, 56.5685}, 56.5685},
+		{"up, refine fails", 50, 6, []float64{10, 20, 40, 80, 56.5685}, 40},
+		// The first step fails: down by 2 until one passes, then once between.
+		{"down", 4, 6, []float64{10, 5, 2.5, 3.5355}, 3.5355},
+		// Nothing fails within the step limit: the capacity is a lower bound.
+		{"limit", 1000, 3, []float64{10, 20, 40}, 40},
+		// Nothing passes within the limit.
+		{"none", 1, 3, []float64{10, 5, 2.5}, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := plan
+			p.MaxSteps = c.maxSteps
+			var pts []sweepPoint
+			for r := p.next(10, nil); r > 0; r = p.next(10, pts) {
+				pts = append(pts, sweepPoint{Offered: r, Pass: r <= c.cap})
+				if len(pts) > 10 {
+					t.Fatal("the sweep does not end")
+				}
+			}
+			if len(pts) != len(c.rates) {
+				t.Fatalf("steps %v, want rates %v", pts, c.rates)
+			}
+			for i, want := range c.rates {
+				if d := pts[i].Offered - want; d > 0.001 || d < -0.001 {
+					t.Errorf("step %d at %.4f, want %.4f (steps %v)", i+1, pts[i].Offered, want, pts)
+				}
+			}
+			if got := capacity(pts); got-c.capacity > 0.001 || c.capacity-got > 0.001 {
+				t.Errorf("capacity %.4f, want %.4f", got, c.capacity)
+			}
+		})
 	}
 }
 
-func TestOpenLoopPlan(t *testing.T) {
-	p := openLoopPlan{Fractions: []float64{0.75, 0.25}, Steady: 0.5}
-	if got := p.fractions(); !slices.Equal(got, []float64{0.25, 0.5, 0.75}) {
-		t.Errorf("fractions %v, want the steady one added, sorted", got)
+// TestCapacityBelowTheLowestFail: a pass above a fail (noise) is not the
+// capacity; the highest pass below the lowest fail is.
+func TestCapacityBelowTheLowestFail(t *testing.T) {
+	pts := []sweepPoint{{10, true}, {20, false}, {15, true}, {30, true}}
+	if got := capacity(pts); got != 15 {
+		t.Errorf("capacity %v, want 15", got)
 	}
-	p.Fractions = []float64{0.5, 0.25, 0.5}
-	if got := p.fractions(); !slices.Equal(got, []float64{0.25, 0.5}) {
-		t.Errorf("fractions %v, want no repeats", got)
+	// 15 to 20 is within sqrt(2) of each other: no further step.
+	if got := (sweepPlan{Factor: 2, MaxSteps: 9}).next(10, pts); got != 0 {
+		t.Errorf("next step at %v after the refinement, want none", got)
 	}
+}
+
+// TestJudge: a step passes with p99 within 1 s, at least 0.95 of the
+// offered rate achieved and its last event applied within 2 s of the last
+// publish; each failure says why.
+func TestJudge(t *testing.T) {
+	ok := cellResult{Config: cellConfig{Offered: 100}, Rate: 96, P99: 900 * time.Millisecond, Tail: time.Second}
+	if got := judge(ok); got != "" {
+		t.Errorf("a passing step judged %q", got)
+	}
+	for _, c := range []struct {
+		change func(*cellResult)
+		want   string
+	}{
+		{func(r *cellResult) { r.P99 = 1001 * time.Millisecond }, "p99"},
+		{func(r *cellResult) { r.Rate = 94 }, "achieved"},
+		{func(r *cellResult) { r.Tail = 2100 * time.Millisecond }, "last event"},
+	} {
+		r := ok
+		c.change(&r)
+		if got := judge(r); !strings.Contains(got, "fail") || !strings.Contains(got, c.want) {
+			t.Errorf("judge = %q, want a failure naming %q", got, c.want)
+		}
+	}
+}
+
+func TestOrdersFor(t *testing.T) {
 	// 100 events/s for 60 s at 5 events per order: 1,200 orders.
 	if got := ordersFor(100, time.Minute, 5); got != 1200 {
 		t.Errorf("ordersFor = %d, want 1200", got)
@@ -41,26 +116,31 @@ func TestOpenLoopPlan(t *testing.T) {
 	if got := ordersFor(0.1, time.Second, 5); got != 1 {
 		t.Errorf("ordersFor a tiny rate = %d, want 1", got)
 	}
-	rs := []cellResult{{Config: cellConfig{Fraction: 0.25}}, {Config: cellConfig{Fraction: 0.5}, Rate: 7}}
-	if r, err := steadyResult(rs, 0.5); err != nil || r.Rate != 7 {
-		t.Errorf("steadyResult = %v, %v", r.Rate, err)
-	}
-	if _, err := steadyResult(rs, 0.9); err == nil {
-		t.Error("steadyResult found a rate that was not run")
-	}
 }
 
-func TestOpenLoopDurations(t *testing.T) {
-	p := openLoopPlan{Fractions: []float64{0.25, 0.75}, Steady: 0.5, Duration: time.Minute, Others: 30 * time.Second}
-	for f, want := range map[float64]time.Duration{0.5: time.Minute, 0.25: 30 * time.Second, 0.75: 30 * time.Second} {
-		if got := p.duration(f); got != want {
-			t.Errorf("duration(%v) = %v, want %v", f, got, want)
-		}
+// TestLatencies: a key's latency runs from its first publish (a duplicate
+// sent later does not count; a bad message has no key) to when it was
+// applied; a key never applied is an error.
+func TestLatencies(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	k1, k2 := scenario.Key{OrderID: "o-1", Version: 1}, scenario.Key{OrderID: "o-1", Version: 2}
+	msgs := []scenario.Message{
+		{Event: scenario.Event{OrderID: "o-1", Version: 1}},
+		{Event: scenario.Event{OrderID: "o-1", Version: 2}},
+		{Event: scenario.Event{OrderID: "o-1", Version: 1}},
+		{Kind: scenario.KindBad},
 	}
-	// A short run: the other rates are never offered longer than the
-	// steady one.
-	p.Duration = 8 * time.Second
-	if got := p.duration(0.25); got != 8*time.Second {
-		t.Errorf("duration(0.25) with an 8s steady rate = %v, want 8s", got)
+	sent := []time.Time{t0, t0.Add(time.Second), t0.Add(2 * time.Second), t0.Add(3 * time.Second)}
+	applied := map[scenario.Key]time.Time{k1: t0.Add(300 * time.Millisecond), k2: t0.Add(1500 * time.Millisecond)}
+	lat, last, err := latencies(msgs, sent, applied)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lat) != 2 || lat[0] != 300*time.Millisecond || lat[1] != 500*time.Millisecond || !last.Equal(t0.Add(1500*time.Millisecond)) {
+		t.Errorf("latencies %v, last %v", lat, last)
+	}
+	delete(applied, k2)
+	if _, _, err := latencies(msgs, sent, applied); err == nil || !strings.Contains(err.Error(), k2.String()) {
+		t.Errorf("a key not applied: %v, want an error naming it", err)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -35,7 +36,7 @@ func (p *enginePhases) printf(format string, args ...any) {
 // bridge and worker settings.
 func (p *enginePhases) cell(name string, orders int, dupRate float64) cellConfig {
 	return cellConfig{Name: p.e.Name + "-" + name, Orders: orders, Concurrency: p.o.concurrency,
-		BatchSize: p.o.batch, Workers: p.o.workers, Seed: p.o.seed, DupRate: dupRate}
+		BatchSize: p.o.batch, Seed: p.o.seed, DupRate: dupRate}
 }
 
 // runEngine starts the engine, runs its phases and stops it.
@@ -51,10 +52,14 @@ func (b *bench) runEngine(ctx context.Context, e *engine, o options, base cellRe
 		"e2e":   func(ctx context.Context, er *engineResult) error { return p.e2e(ctx, er, base) },
 		"floor": p.floor, "dup": p.duplicates, "hot": p.hot, "open": p.openLoop,
 	}
+	er.PhaseTook = map[string]string{}
 	for _, name := range o.phases {
+		t := time.Now()
 		if err := phases[name](ctx, &er); err != nil {
 			return er, err
 		}
+		er.PhaseTook[name] = time.Since(t).Round(time.Second).String()
+		p.printf("phase %s took %s", name, er.PhaseTook[name])
 	}
 	stop()
 	er.Took = time.Since(began).Round(time.Second).String()
@@ -131,22 +136,29 @@ func (p *enginePhases) floor(ctx context.Context, er *engineResult) error {
 	return nil
 }
 
-// duplicates is the e2e drain without duplicates and with -dup-rate.
+// duplicates is the drain without duplicates (A) and with -dup-rate (B),
+// -dup-orders each, run A B B A so that a store growing from cell to cell
+// weighs on both alike; the ratio is of the means of each pair.
 func (p *enginePhases) duplicates(ctx context.Context, er *engineResult) error {
-	nodup, err := p.b.runCell(ctx, p.cell("dup0", p.o.orders, 0))
-	if err != nil {
-		return fmt.Errorf("no-duplicate scenario: %w", err)
+	dupName := fmt.Sprintf("dup%.0f", 100*p.o.dupRate)
+	for i, rate := range []float64{0, p.o.dupRate, p.o.dupRate, 0} {
+		name := map[bool]string{true: "dup0", false: dupName}[rate == 0]
+		r, err := p.b.runCell(ctx, p.cell(fmt.Sprintf("%s-%d", name, i+1), p.o.dupOrders, rate))
+		if err != nil {
+			return fmt.Errorf("duplicates, cell %d of A B B A: %w", i+1, err)
+		}
+		if rate == 0 {
+			er.NoDup = append(er.NoDup, r)
+		} else {
+			er.Dup = append(er.Dup, r)
+		}
+		p.printf("%-9s %s", fmt.Sprintf("%.0f%% dups:", 100*rate), describeDrain(r))
+		p.printf("cost:     %.0f%% dups %s", 100*rate, r.Cost)
 	}
-	dup, err := p.b.runCell(ctx, p.cell(fmt.Sprintf("dup%.0f", 100*p.o.dupRate), p.o.orders, p.o.dupRate))
-	if err != nil {
-		return fmt.Errorf("duplicate scenario: %w", err)
-	}
-	er.NoDup, er.Dup = &nodup, &dup
-	p.printf("no dups:  %s", describeDrain(nodup))
-	p.printf("%.0f%% dups: %s", 100*p.o.dupRate, describeDrain(dup))
-	p.printf("cost:     no dups %s", nodup.Cost)
-	p.printf("cost:     %.0f%% dups %s", 100*p.o.dupRate, dup.Cost)
-	p.printf("dups:     %.0f%% duplicates / none = %.2f in distinct events/s", 100*p.o.dupRate, dup.Rate/nodup.Rate)
+	mean := func(rs []cellResult) float64 { return (rs[0].Rate + rs[1].Rate) / 2 }
+	er.DupRatio = mean(er.Dup) / mean(er.NoDup)
+	p.printf("dups:     %.0f%% duplicates / none = %.2f in distinct events/s (means of A B B A: %.1f / %.1f)",
+		100*p.o.dupRate, er.DupRatio, mean(er.Dup), mean(er.NoDup))
 	return nil
 }
 
@@ -183,40 +195,93 @@ func (p *enginePhases) hot(ctx context.Context, er *engineResult) error {
 	return nil
 }
 
-// openLoop publishes the e2e scenario at shares of this engine's e2e rate
-// and measures the latency from publish to applied.
+// openLoop is the capacity sweep of orderflow, from -sweep-start × its
+// backlog drain's rate, then of the engine's floor, from orderflow's
+// capacity (the floor does less work: its capacity is not below it), and
+// the goals' verdicts.
 func (p *enginePhases) openLoop(ctx context.Context, er *engineResult) error {
-	plan := p.o.open
-	p.printf("open loop: the e2e scenario published at a steady rate, %s at %.2f x e2e (the steady rate) and %s at each other share; latency = publish -> order_events row",
-		plan.Duration, plan.Steady, plan.duration(-1))
-	fmt.Fprintf(p.out, "| offered events/s | share of e2e | offered for | achieved events/s | p50 | p95 | p99 |\n|---|---|---|---|---|---|---|\n")
-	perOrder := float64(er.E2E.Events) / float64(er.E2E.Config.Orders)
-	for _, f := range plan.fractions() {
-		offered, d := f*er.E2E.Rate, plan.duration(f)
-		cc := p.cell(fmt.Sprintf("open-%.2f", f), ordersFor(offered, d, perOrder), 0.2)
-		cc.Seed += int64(1000 * f)
-		cc.Offered, cc.Fraction = offered, f
-		r, err := p.b.runCell(ctx, cc)
-		if err != nil {
-			return fmt.Errorf("open loop at %.2f x e2e: %w", f, err)
-		}
-		er.OpenLoop = append(er.OpenLoop, r)
-		fmt.Fprintf(p.out, "| %.1f | %.2f | %s | %.1f | %s | %s | %s |\n", offered, f, d, r.Rate, ms(r.P50), ms(r.P95), ms(r.P99))
-	}
-	st, err := steadyResult(er.OpenLoop, plan.Steady)
-	if err != nil {
+	var err error
+	if er.Sweep, err = p.sweep(ctx, "orderflow", er.E2E, p.o.sweep.Start*er.E2E.Rate); err != nil {
 		return err
 	}
-	er.SteadyP99 = float64(st.P99) / float64(time.Millisecond)
-	if st.Cost != nil {
-		er.SteadyActions = st.Cost.Actions
+	start := cmp.Or(er.Sweep.Capacity, p.o.sweep.Start*er.Floor.Rate)
+	if er.FloorSweep, err = p.sweep(ctx, "floor", *er.Floor, start); err != nil {
+		return err
 	}
-	for _, r := range er.OpenLoop {
-		p.printf("cost:     %.2f x e2e %s", r.Config.Fraction, r.Cost)
+	of, fl := er.Sweep, er.FloorSweep
+	if of.Capacity > 0 && fl.Capacity > 0 {
+		er.CapacityRatio = of.Capacity / fl.Capacity
 	}
-	p.printf("steady:   %.2f x e2e = %.1f events/s (%.1f messages/s kept by the publisher) for %.0fs: p50 %s p95 %s p99 %s",
-		plan.Steady, st.Config.Offered, st.PublishRate, st.Publish.Seconds(), ms(st.P50), ms(st.P95), ms(st.P99))
+	for _, s := range []struct {
+		name string
+		r    *sweepResult
+	}{{"orderflow", of}, {"floor", fl}} {
+		p.printf("goal:     %s p99 <= %s up to 0.9 x capacity: %s", s.name, ms(goalP99), verdict(s.r.Near != nil && judge(*s.r.Half) == "" && judge(*s.r.Near) == ""))
+	}
+	p.printf("goal:     orderflow's capacity >= 0.9 x the floor's: %s (%s)", verdict(er.CapacityRatio >= 0.9), figure(er.CapacityRatio, 3))
 	return nil
+}
+
+// verdict is a goal's word.
+func verdict(reached bool) string {
+	return map[bool]string{true: "reached", false: "NOT reached"}[reached]
+}
+
+// sweep steps a steady rate of drain's scenario (orderflow's, or the
+// floor's when drain is the floor's) from start up until a step fails,
+// then runs the cells at 0.5 and 0.9 × the capacity found, the latter with
+// the engine's work per event.
+func (p *enginePhases) sweep(ctx context.Context, name string, drain cellResult, start float64) (*sweepResult, error) {
+	plan := p.o.sweep
+	perOrder := float64(drain.Events) / float64(drain.Config.Orders)
+	run := func(label string, offered float64, d time.Duration, cost bool) (cellResult, error) {
+		cc := p.cell(fmt.Sprintf("%s-%s-%.0f", name, label, offered), ordersFor(offered, d, perOrder), 0.2)
+		cc.Floor, cc.Offered, cc.noCost = drain.Config.Floor, offered, !cost
+		cc.Seed += int64(offered)
+		r, err := p.b.runCell(ctx, cc)
+		if err != nil {
+			return r, fmt.Errorf("%s sweep at %.1f events/s: %w", name, offered, err)
+		}
+		r.Verdict = cmp.Or(judge(r), "pass")
+		fmt.Fprintf(p.out, "| %s | %s | %.1f | %.1f | %s | %s | %.1fs | %s |\n", name, label, offered, r.Rate, ms(r.P50), ms(r.P99), r.Tail.Seconds(), r.Verdict)
+		return r, nil
+	}
+	p.printf("sweep:    %s at steady rates from %.1f events/s, x %.2f per step of %s until one fails, then once between (at most %d steps); pass: p99 <= %s, achieved >= %.2f x offered, last event applied <= %s after the last publish",
+		name, start, plan.Factor, plan.Step, plan.MaxSteps, ms(goalP99), minAchieved, maxTail)
+	fmt.Fprintf(p.out, "| sweep | cell | offered events/s | achieved events/s | p50 | p99 | tail | verdict |\n|---|---|---|---|---|---|---|---|\n")
+	sr := &sweepResult{}
+	var pts []sweepPoint
+	for rate := plan.next(start, nil); rate > 0; rate = plan.next(start, pts) {
+		r, err := run(fmt.Sprintf("step%d", len(pts)+1), rate, plan.Step, false)
+		if err != nil {
+			return sr, err
+		}
+		sr.Steps = append(sr.Steps, r)
+		pts = append(pts, sweepPoint{Offered: rate, Pass: judge(r) == ""})
+	}
+	if sr.Capacity = capacity(pts); sr.Capacity == 0 {
+		p.printf("capacity: %s: no step passed", name)
+		return sr, nil
+	}
+	for _, c := range []struct {
+		label string
+		share float64
+		cell  **cellResult
+	}{{"half", 0.5, &sr.Half}, {"near", 0.9, &sr.Near}} {
+		r, err := run(c.label, c.share*sr.Capacity, plan.Cell, c.share == 0.9)
+		if err != nil {
+			return sr, err
+		}
+		*c.cell = &r
+	}
+	bound := ""
+	if _, fail := bounds(pts); fail == 0 {
+		bound = " (a lower bound: no step failed)"
+	}
+	p.printf("capacity: %s %.1f events/s%s; at 0.5 x: p50 %s p99 %s; at 0.9 x: p50 %s p99 %s",
+		name, sr.Capacity, bound, ms(sr.Half.P50), ms(sr.Half.P99), ms(sr.Near.P50), ms(sr.Near.P99))
+	p.printf("cost:     %s at 0.9 x capacity %s", name, sr.Near.Cost)
+	return sr, nil
 }
 
 // describeCPU is the line of a drain's CPU use by process group.
@@ -238,9 +303,8 @@ func describeDrain(r cellResult) string {
 		signals = fmt.Sprintf("; %d signals", r.Signals)
 		consumer = "the bridge and the floor's no-op workflow worker"
 	case !r.Config.Direct:
-		signals = fmt.Sprintf("; %d signals, %d workflow tasks (%.2f per message)", r.Signals, r.WorkflowTasks,
-			float64(r.WorkflowTasks)/float64(max(r.Messages, 1)))
-		consumer = fmt.Sprintf("the bridge and %d worker process(es)", r.Config.Workers)
+		signals = fmt.Sprintf("; %d signals", r.Signals)
+		consumer = "the bridge and a worker process"
 	}
 	return fmt.Sprintf("backlog of %d messages (%d distinct events, %d duplicates, %d orders) drained by %s (concurrency %d, batch size %d) in %.1fs = %.1f events/s (%.1f messages/s)%s; first effect %.1fs after the consumer started (the backlog was published in %.1fs before it started)",
 		r.Messages, r.Events, r.Duplicates, r.Config.Orders, consumer, r.Config.Concurrency, r.Config.BatchSize,

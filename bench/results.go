@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 )
@@ -41,22 +43,55 @@ type engineResult struct {
 	StartSeconds float64 `json:"start_seconds,omitempty"`
 	// Took is the time of the engine's phases, starting and stopping it
 	// included.
-	Took string     `json:"took,omitempty"`
-	E2E  cellResult `json:"e2e"`
+	Took string `json:"took,omitempty"`
+	// PhaseTook is how long each phase took.
+	PhaseTook map[string]string `json:"phase_took,omitempty"`
+	E2E       cellResult        `json:"e2e"`
 	// Ratio is e2e/baseline, both in distinct events/s draining a backlog
 	// of the same scenario.
-	Ratio     float64      `json:"ratio_e2e_baseline"`
-	NoDup     *cellResult  `json:"no_duplicates,omitempty"`
-	Dup       *cellResult  `json:"duplicates,omitempty"`
-	Hot       *cellResult  `json:"hot_order,omitempty"`
-	OpenLoop  []cellResult `json:"open_loop"`
-	SteadyP99 float64      `json:"steady_p99_ms"`
+	Ratio float64 `json:"ratio_e2e_baseline"`
 	// Floor is the engine's floor draining the e2e backlog, and
 	// FloorRatio e2e/floor.
 	Floor      *cellResult `json:"floor,omitempty"`
 	FloorRatio float64     `json:"ratio_e2e_floor,omitempty"`
-	// SteadyActions is the engine's actions per event at the steady rate.
-	SteadyActions float64 `json:"steady_actions_per_event,omitempty"`
+	// NoDup and Dup are the drains without duplicates and with -dup-rate,
+	// run A B B A (NoDup[0], Dup[0], Dup[1], NoDup[1]); DupRatio is the
+	// mean of Dup's rates over the mean of NoDup's.
+	NoDup    []cellResult `json:"no_duplicates_abba,omitempty"`
+	Dup      []cellResult `json:"duplicates_abba,omitempty"`
+	DupRatio float64      `json:"ratio_dup_none,omitempty"`
+	Hot      *cellResult  `json:"hot_order,omitempty"`
+	// Sweep and FloorSweep are the capacity sweeps of orderflow and of
+	// the engine's floor, and CapacityRatio orderflow's capacity over the
+	// floor's.
+	Sweep         *sweepResult `json:"sweep,omitempty"`
+	FloorSweep    *sweepResult `json:"floor_sweep,omitempty"`
+	CapacityRatio float64      `json:"ratio_capacity_floor,omitempty"`
+	// OpenLoop is an earlier run's fixed open-loop rates, read to redraw
+	// its chart (as its orderflow sweep).
+	OpenLoop []cellResult `json:"open_loop,omitempty"`
+}
+
+// sweepResult is a capacity sweep: its steps in the order they ran, the
+// capacity (the highest offered rate that passed below the lowest that
+// failed; 0: none passed) and the cells at 0.5 and 0.9 × the capacity.
+type sweepResult struct {
+	Steps    []cellResult `json:"steps"`
+	Capacity float64      `json:"capacity"`
+	Half     *cellResult  `json:"at_half_capacity,omitempty"`
+	Near     *cellResult  `json:"at_0_9_capacity,omitempty"`
+}
+
+// points are every cell of the sweep, ordered by offered rate.
+func (s *sweepResult) points() []cellResult {
+	ps := slices.Clone(s.Steps)
+	for _, c := range []*cellResult{s.Half, s.Near} {
+		if c != nil {
+			ps = append(ps, *c)
+		}
+	}
+	slices.SortFunc(ps, func(a, b cellResult) int { return cmp.Compare(a.Config.Offered, b.Config.Offered) })
+	return ps
 }
 
 // resultsName is the results file's name of a run: its start (UTC) and
@@ -113,7 +148,12 @@ func redrawChart(from, path string, out io.Writer) error {
 	if err := json.Unmarshal(data, &res); err != nil {
 		return fmt.Errorf("-redraw: %s is not a results file: %w", from, err)
 	}
-	if err := drawOpenLoopChart(path, res); err != nil {
+	for i, er := range res.Engines {
+		if er.Sweep == nil && len(er.OpenLoop) > 0 {
+			res.Engines[i].Sweep = &sweepResult{Steps: er.OpenLoop}
+		}
+	}
+	if err := drawSweepChart(path, res); err != nil {
 		return fmt.Errorf("-redraw %s: %w", from, err)
 	}
 	fmt.Fprintf(out, "chart:    %s, drawn from %s (run started %s)\n", path, from, res.Started.UTC().Format(time.RFC3339))
