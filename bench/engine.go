@@ -273,22 +273,17 @@ func (s *stackTemporal) stackDo(ctx context.Context, verb string) error {
 	return nil
 }
 
-// repoRoot is the nearest folder up from the working directory with go.mod
-// and scripts/stack.sh.
+// repoRoot is the nearest folder up from the working directory with
+// scripts/stack.sh.
 func repoRoot() (string, error) {
 	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "scripts", "stack.sh")); err == nil {
-			if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-				return dir, nil
-			}
+	for ; err == nil; dir = filepath.Dir(dir) {
+		if _, serr := os.Stat(filepath.Join(dir, "scripts", "stack.sh")); serr == nil {
+			return dir, nil
 		}
 		if filepath.Dir(dir) == dir {
-			return "", errors.New("the benchmark needs the repository's scripts/stack.sh: run it from the repository (make bench)")
+			err = errors.New("the benchmark needs the repository's scripts/stack.sh: run it from the repository (make bench)")
 		}
-		dir = filepath.Dir(dir)
 	}
+	return "", err
 }
