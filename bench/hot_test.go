@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/converter"
@@ -46,30 +47,26 @@ func TestHotScenario(t *testing.T) {
 // a batch of 4 and a single event and continued as new carrying 2: it
 // handled 3 + 4 + 1 - 2 = 6 events.
 func TestHotRun(t *testing.T) {
-	dc := converter.GetDefaultDataConverter()
-	input := func(n int) *historypb.HistoryEvent_WorkflowExecutionStartedEventAttributes {
-		p, err := dc.ToPayloads(workflows.Input{Pending: make([]workflows.Delivery, n)})
+	payloads := func(v any) *commonpb.Payloads {
+		p, err := converter.GetDefaultDataConverter().ToPayloads(v)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return &historypb.HistoryEvent_WorkflowExecutionStartedEventAttributes{
-			WorkflowExecutionStartedEventAttributes: &historypb.WorkflowExecutionStartedEventAttributes{Input: p}}
+		return p
 	}
 	signal := func(name string, v any) *historypb.HistoryEvent {
-		p, err := dc.ToPayloads(v)
-		if err != nil {
-			t.Fatal(err)
-		}
 		return &historypb.HistoryEvent{EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED,
 			Attributes: &historypb.HistoryEvent_WorkflowExecutionSignaledEventAttributes{
-				WorkflowExecutionSignaledEventAttributes: &historypb.WorkflowExecutionSignaledEventAttributes{SignalName: name, Input: p}}}
+				WorkflowExecutionSignaledEventAttributes: &historypb.WorkflowExecutionSignaledEventAttributes{SignalName: name, Input: payloads(v)}}}
 	}
 	can := &historypb.HistoryEvent{EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW,
 		Attributes: &historypb.HistoryEvent_WorkflowExecutionContinuedAsNewEventAttributes{
 			WorkflowExecutionContinuedAsNewEventAttributes: &historypb.WorkflowExecutionContinuedAsNewEventAttributes{
-				Input: input(2).WorkflowExecutionStartedEventAttributes.Input}}}
+				Input: payloads(workflows.Input{Pending: make([]workflows.Delivery, 2)})}}}
 	run := []*historypb.HistoryEvent{
-		{EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED, Attributes: input(3)},
+		{EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED, Attributes: &historypb.HistoryEvent_WorkflowExecutionStartedEventAttributes{
+			WorkflowExecutionStartedEventAttributes: &historypb.WorkflowExecutionStartedEventAttributes{
+				Input: payloads(workflows.Input{Pending: make([]workflows.Delivery, 3)})}}},
 		signal(api.SignalEvents, workflows.Batch{Deliveries: make([]workflows.Delivery, 4)}),
 		{EventType: enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED},
 		signal(api.SignalEvent, workflows.Delivery{}),
