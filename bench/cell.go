@@ -45,7 +45,7 @@ type cellConfig struct {
 	// BridgeArgs are extra flags of this cell's bridge.
 	BridgeArgs []string `json:",omitempty"`
 	// Floor runs the engine's floor (floorWorkflow, in the benchmark's
-	// process) behind the bridge instead of orderflow's worker processes.
+	// process) behind the bridge instead of orderflow's worker process.
 	Floor bool `json:",omitempty"`
 	// generate, when set, builds the scenario instead of scenarioOptions.
 	generate func(prefix string) (*scenario.Scenario, error)
@@ -355,7 +355,7 @@ func (b *bench) openLatencies(ctx context.Context, db *database, pub *publisher,
 
 // startConsumers starts what consumes the cell's topic and returns how to
 // stop it and when the consumer of the topic (the bridge or the direct
-// consumer) was started: the worker processes are ready by then.
+// consumer) was started: the worker is ready by then.
 func (b *bench) startConsumers(ctx context.Context, cc cellConfig, db *database, topic, group, tq string) (stop func(), started time.Time, err error) {
 	if cc.Direct {
 		started = time.Now()
