@@ -46,9 +46,7 @@ func TestParseRejectsBadFlags(t *testing.T) {
 		{"-phases", "floor,open"}, // the sweeps start from the drains' rates
 		{"-phases", "e2e,open"},
 		{"-dev-ports", "7433,7442"}, // the UI on the dev server's metrics port
-		{"-tune", "all"},            // the tuning mode is gone: BENCHMARKS.md has its finding
-		{"-scaling"},
-		{"-flush=false"},
+		{"-workers", "2"},           // one worker process: a second added little
 		{"extra"},
 	} {
 		if _, _, err := parse(args); err == nil {

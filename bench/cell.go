@@ -73,9 +73,8 @@ type cellResult struct {
 	// Elapsed is, for a backlog, the time from the first database effect
 	// to the last; open-loop, from the first publish to the last effect.
 	Elapsed time.Duration
-	// Rate is distinct events per second over Elapsed; MessageRate the
-	// same for every message published.
-	Rate, MessageRate float64
+	// Rate is distinct events per second over Elapsed.
+	Rate float64
 	// P50 and P99 are the open-loop latencies from a business key's first
 	// publish to its order_events row (the floor: to its receipt), and
 	// Tail the time from the last publish to the last key applied.
@@ -309,7 +308,6 @@ func (b *bench) measure(ctx context.Context, db *database, pub *publisher, start
 		return fmt.Errorf("%s: the last effect (%s) is not after the start (%s)", res.Config.Name, last, begin)
 	}
 	res.Rate = float64(res.Events) / res.Elapsed.Seconds()
-	res.MessageRate = float64(res.Messages) / res.Elapsed.Seconds()
 	if b.cpu != nil {
 		if sh, ok := b.cpu.Window(begin, last); ok {
 			res.CPU = &sh

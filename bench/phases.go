@@ -306,7 +306,7 @@ func describeDrain(r cellResult) string {
 		signals = fmt.Sprintf("; %d signals", r.Signals)
 		consumer = "the bridge and a worker process"
 	}
-	return fmt.Sprintf("backlog of %d messages (%d distinct events, %d duplicates, %d orders) drained by %s (concurrency %d, batch size %d) in %.1fs = %.1f events/s (%.1f messages/s)%s; first effect %.1fs after the consumer started (the backlog was published in %.1fs before it started)",
+	return fmt.Sprintf("backlog of %d messages (%d distinct events, %d duplicates, %d orders) drained by %s (concurrency %d, batch size %d) in %.1fs = %.1f events/s%s; first effect %.1fs after the consumer started (the backlog was published in %.1fs before it started)",
 		r.Messages, r.Events, r.Duplicates, r.Config.Orders, consumer, r.Config.Concurrency, r.Config.BatchSize,
-		r.Elapsed.Seconds(), r.Rate, r.MessageRate, signals, r.Startup.Seconds(), r.Publish.Seconds())
+		r.Elapsed.Seconds(), r.Rate, signals, r.Startup.Seconds(), r.Publish.Seconds())
 }

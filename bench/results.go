@@ -123,18 +123,11 @@ func writeResults(dir string, res results) (string, error) {
 // gitCommit is the commit of the checkout at dir, abbreviated, with
 // "-dirty" when tracked files changed; "unknown" outside git.
 func gitCommit(dir string) string {
-	git := func(args ...string) ([]byte, error) {
-		return exec.Command("git", append([]string{"-C", dir}, args...)...).Output()
-	}
-	out, err := git("rev-parse", "--short=7", "HEAD")
+	out, err := exec.Command("git", "-C", dir, "describe", "--always", "--dirty", "--abbrev=7", "--exclude=*").Output()
 	if err != nil {
 		return "unknown"
 	}
-	commit := strings.TrimSpace(string(out))
-	if st, err := git("status", "--porcelain", "--untracked-files=no"); err == nil && len(st) > 0 {
-		commit += "-dirty"
-	}
-	return commit
+	return strings.TrimSpace(string(out))
 }
 
 // redrawChart draws the chart of the run whose results file is from into
