@@ -196,9 +196,9 @@ func (p *enginePhases) hot(ctx context.Context, er *engineResult) error {
 }
 
 // openLoop is the capacity sweep of orderflow, from -sweep-start × its
-// backlog drain's rate, then of the engine's floor, from orderflow's
-// capacity (the floor does less work: its capacity is not below it), and
-// the goals' verdicts.
+// backlog drain's rate, then of the engine's floor from orderflow's
+// capacity (the floor does less work: its capacity is not expected below
+// it), and the goals' verdicts.
 func (p *enginePhases) openLoop(ctx context.Context, er *engineResult) error {
 	var err error
 	if er.Sweep, err = p.sweep(ctx, "orderflow", er.E2E, p.o.sweep.Start*er.E2E.Rate); err != nil {
