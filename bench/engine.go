@@ -204,10 +204,20 @@ func (s *stackTemporal) clear(ctx context.Context) error {
 	if err := os.RemoveAll(s.Data); err != nil {
 		return err
 	}
-	if err := dropDatabases(ctx, s.adminURL, s.Databases...); err != nil {
-		return fmt.Errorf("temporal engine %s: %w", s.Name, err)
+	// The stopped server's connections may outlive it for a moment, and
+	// only their role may end them: try again until they are gone.
+	var err error
+	for range 20 {
+		if err = dropDatabases(ctx, s.adminURL, s.Databases...); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("temporal engine %s: %w", s.Name, err)
+		case <-time.After(500 * time.Millisecond):
+		}
 	}
-	return nil
+	return fmt.Errorf("temporal engine %s: %w", s.Name, err)
 }
 
 // up starts this Temporal and waits until it serves; it returns how long
