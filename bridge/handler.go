@@ -446,7 +446,7 @@ func (h *Handler) prepare(ctx context.Context, p *pending) (bool, error) {
 		log.Warn("message keys or tag disagree with the body; the body is authoritative", "mismatch", r.Mismatch)
 	}
 	if h.dedup != nil {
-		dctx, dspan := tracer.Start(ctx, "dedup")
+		dctx, dspan := tracer().Start(ctx, "dedup")
 		a := h.dedup.Admit(dctx, e)
 		dspan.SetAttributes(dedupAttributes(a)...)
 		dspan.End()

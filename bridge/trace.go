@@ -16,16 +16,18 @@ import (
 	"github.com/orderflow/orderflow/wire"
 )
 
-// tracer is the bridge's tracer: OpenTelemetry's global one, a no-op
-// unless the process turned tracing on.
-var tracer = otel.Tracer("github.com/orderflow/orderflow/bridge")
+// tracer is the bridge's tracer from OpenTelemetry's global provider, a
+// no-op unless the process set one. It is looked up at each use: a
+// tracer kept from before a later SetTracerProvider would keep sending
+// to the first provider set.
+func tracer() trace.Tracer { return otel.Tracer("github.com/orderflow/orderflow/bridge") }
 
 // startMessageSpan starts the span of one delivery of m, a child of the
 // trace context its producer put in its properties (a new trace when there
 // is none).
 func startMessageSpan(ctx context.Context, m *primitive.MessageExt) (context.Context, trace.Span) {
 	ctx = mq.ExtractTrace(ctx, m)
-	return tracer.Start(ctx, "process "+m.Topic,
+	return tracer().Start(ctx, "process "+m.Topic,
 		trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(
 			spanattr.MessagingSystem.String("rocketmq"),
@@ -41,7 +43,7 @@ func startMessageSpan(ctx context.Context, m *primitive.MessageExt) (context.Con
 // decode is message.Parse in a span: the event's attributes, or the
 // rejection's kind and reason.
 func decode(ctx context.Context, env wire.Envelope) message.Received {
-	_, span := tracer.Start(ctx, "decode")
+	_, span := tracer().Start(ctx, "decode")
 	defer span.End()
 	r := message.Parse(env)
 	if r.Rejection != nil {
@@ -55,7 +57,7 @@ func decode(ctx context.Context, env wire.Envelope) message.Received {
 // step runs f in a child span named name of the span in ctx, recording its
 // error.
 func step(ctx context.Context, name string, f func(context.Context) error) error {
-	ctx, span := tracer.Start(ctx, name)
+	ctx, span := tracer().Start(ctx, name)
 	defer span.End()
 	err := f(ctx)
 	failed(span, err)

@@ -12,14 +12,16 @@ import (
 	"github.com/orderflow/orderflow/internal/spanattr"
 )
 
-// tracer is the producer's tracer: OpenTelemetry's global one, a no-op
-// unless the caller's process set a tracer provider.
-var tracer = otel.Tracer("github.com/orderflow/orderflow/producer")
+// tracer is the producer's tracer from OpenTelemetry's global provider, a
+// no-op unless the process set one. It is looked up at each use: a
+// tracer kept from before a later SetTracerProvider would keep sending
+// to the first provider set.
+func tracer() trace.Tracer { return otel.Tracer("github.com/orderflow/orderflow/producer") }
 
 // startSend starts the span of one Send, "send <topic>", a child of the
 // span in ctx. Its context is what the message carries (traced).
 func startSend(ctx context.Context, topic string, e fsm.Event) (context.Context, trace.Span) {
-	return tracer.Start(ctx, "send "+topic,
+	return tracer().Start(ctx, "send "+topic,
 		trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(
 			spanattr.MessagingSystem.String("rocketmq"),
