@@ -14,8 +14,8 @@
 # the profiles the benchmark and the fault tests use. Data and logs live in
 # ORDERFLOW_DATA (<repo>/.data), downloads in ORDERFLOW_CACHE
 # (~/.cache/orderflow); with its own data folder and ports a second stack runs
-# beside the first (make chaos). A port already served by a working instance
-# another clone started is used, and left alone.
+# beside the first (make chaos). A port another clone's working instance
+# serves is used, and left alone.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -24,6 +24,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$ROOT/scripts/stack/postgres.sh"
 . "$ROOT/scripts/stack/temporal.sh"
 . "$ROOT/scripts/stack/rocketmq.sh"
+. "$ROOT/scripts/stack/proxy.sh"
 . "$ROOT/scripts/stack/redis.sh"
 
 SERVICES_ALL=(postgres temporal rocketmq proxy redis)

@@ -3,23 +3,17 @@
 # Service rocketmq: a name server and a broker (on its port, the one two below
 # and the one above; configured by deploy/rocketmq/*.conf) with the topic
 # ORDER_EVENTS. The broker announces ORDERFLOW_BROKER_IP: another loopback
-# address lets a TCP proxy there cut it off (make chaos). Service proxy: the
-# RocketMQ 5 proxy for gRPC clients (orderflow does not use it), on all
-# interfaces. Profile ha (ORDERFLOW_ROCKETMQ_PROFILE=ha): rocketmq-ha.sh.
+# address lets a TCP proxy there cut it off (make chaos). Service proxy:
+# proxy.sh. Profile ha (ORDERFLOW_ROCKETMQ_PROFILE=ha): rocketmq-ha.sh.
 
 NAMESRV_PORT=${ORDERFLOW_NAMESRV_PORT:-9876}
 BROKER_PORT=${ORDERFLOW_BROKER_PORT:-10911}
 BROKER_IP=${ORDERFLOW_BROKER_IP:-127.0.0.1}
-PROXY_PORT=${ORDERFLOW_PROXY_PORT:-8081}
-PROXY_REMOTING_PORT=${ORDERFLOW_PROXY_REMOTING_PORT:-8080}
 ROCKETMQ_PROFILE=${ORDERFLOW_ROCKETMQ_PROFILE:-single}
 TOPIC=ORDER_EVENTS
 MQADMIN_LOG=$LOGS/rocketmq-admin.log
 pom_property() { sed -n "s:.*<$1>\(.*\)</$1>.*:\1:p" "$ROOT/$2"; }
 ROCKETMQ_JARS=$CACHE/rocketmq-$(pom_property rocketmq.version deploy/rocketmq/pom.xml)
-PROXY_JARS=$CACHE/rocketmq-proxy-$(pom_property rocketmq.version deploy/rocketmq/proxy/pom.xml)
-# The interop tests' Java clients, which an `up` of every service fetches.
-CLIENTS_JARS=$CACHE/rocketmq-client-java-$(pom_property rocketmq-client-java.version interop/java/pom.xml)
 # What the profiles differ in, which rocketmq-ha.sh redefines. The topic is
 # MIXED, so that RocketMQ 5 clients may send normal, FIFO, delayed and
 # transactional messages to it (they check its type before they send).
@@ -45,8 +39,6 @@ elif [ "$ROCKETMQ_PROFILE" != single ]; then
 fi
 NAMESRV_PID=$DATA/$RMQ/namesrv.pid
 NAMESRV_LOG=$LOGS/$RMQ-namesrv.log
-PROXY_DIR=$DATA/$RMQ/proxy
-PROXY_LOG=$LOGS/$RMQ-proxy.log
 # rocketmq_fetch NAME JARS POM: Java 17, and POM's jars in the cache.
 rocketmq_fetch() {
 	local v
@@ -163,36 +155,3 @@ rocketmq_status() {
 	done
 	return "$rc"
 }
-
-proxy_running() { pid_alive "$PROXY_DIR/proxy.pid" ProxyStartup; }
-proxy_healthy() { port_open "$PROXY_PORT"; }
-# proxy_external: the port is another clone's RocketMQ proxy.
-proxy_external() {
-	local pid
-	pid=$(port_pid "$PROXY_PORT")
-	[ -n "$pid" ] && grep -qa ProxyStartup "/proc/$pid/cmdline" 2>/dev/null
-}
-proxy_start() {
-	port_open "$NAMESRV_PORT" || fail proxy "the name server 127.0.0.1:$NAMESRV_PORT is not running; start it first: scripts/stack.sh up rocketmq proxy"
-	require_free_port proxy "$PROXY_PORT" "$PROXY_REMOTING_PORT"
-	echo "{\"rocketMQClusterName\": \"DefaultCluster\", \"namesrvAddr\": \"127.0.0.1:$NAMESRV_PORT\", \"proxyMode\": \"cluster\"," \
-		"\"grpcServerPort\": $PROXY_PORT, \"remotingListenPort\": $PROXY_REMOTING_PORT, \"enablePrintJstack\": false}" >"$PROXY_DIR/rmq-proxy.json"
-	say proxy "starting on port $PROXY_PORT (gRPC) and $PROXY_REMOTING_PORT (remoting)"
-	rmq_java "$PROXY_JARS" "$PROXY_DIR" "-Xms64m -Xmx192m -XX:MaxDirectMemorySize=64m" org.apache.rocketmq.proxy.ProxyStartup -pc "$PROXY_DIR/rmq-proxy.json" -pm cluster
-	spawn "$PROXY_DIR/proxy.pid" "$PROXY_LOG" "${RMQ_CMD[@]}"
-}
-
-proxy_up() {
-	rocketmq_fetch proxy "$PROXY_JARS" deploy/rocketmq/proxy/pom.xml
-	mkdir -p "$PROXY_DIR"
-	up_service proxy "$PROXY_LOG" "port $PROXY_PORT" proxy
-	proxy_running || return 0
-	say proxy "healthy: gRPC endpoint 127.0.0.1:$PROXY_PORT, name server 127.0.0.1:$NAMESRV_PORT"
-}
-proxy_down() { stop_pid proxy "$PROXY_DIR/proxy.pid" ProxyStartup; }
-proxy_status() {
-	show proxy "$PROXY_DIR/proxy.pid" ProxyStartup "$PROXY_PORT" "$PROXY_LOG (details: $PROXY_DIR/logs/rocketmqlogs)" \
-		"127.0.0.1:$PROXY_PORT (gRPC), $PROXY_REMOTING_PORT (remoting)"
-}
-
-clients_fetch() { into_cache clients "$CLIENTS_JARS" "the ${CLIENTS_JARS##*/} jars from Maven Central" maven_jars "$ROOT/interop/java/pom.xml"; }
