@@ -141,9 +141,9 @@ deploy-check:
 
 ## bench: start the stack, then measure orderflow on two Temporal engines
 ## (a dev server and the Temporal server on PostgreSQL, each started by the
-## benchmark beside the stack on ports of its own): the direct-consumer
-## baseline, backlog drains of orderflow and of the engine's floor,
-## duplicates, a hot order and a capacity sweep of each; writes
+## benchmark beside the stack on ports of its own): backlog drains of
+## orderflow and of the engine's floor, duplicates, a hot order and a
+## capacity sweep of each; writes
 ## bench/results/<date>-<commit>.json; 15 to 20 minutes (BENCHMARKS.md)
 bench: up
 	cd bench && $(GO) run . $(BENCH_FLAGS)

@@ -1,29 +1,21 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"image"
 	"image/color"
 	"image/png"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/orderflow/orderflow/internal/procs"
 )
 
 func TestParseRejectsBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"-orders", "0"},
-		{"-open-rates", "0.5"}, // fixed rates gave way to the capacity sweep
 		{"-sweep-start", "0"},
 		{"-sweep-factor", "1"},
 		{"-sweep-steps", "0"},
@@ -37,16 +29,13 @@ func TestParseRejectsBadFlags(t *testing.T) {
 		{"-engines", ""},
 		{"-engines", "dev,cloud"},
 		{"-engines", "dev,dev"},
-		{"-engines", "stack"}, // the stack's own Temporal is not measured
-		{"-server-ports", "7333"},
-		{"-server-ports", "7333,7340"},  // the UI on a port the server takes
-		{"-server-ports", "65530,8333"}, // the server takes the frontend port + 9
+		{"-engines", "stack"},          // the stack's own Temporal is not measured
+		{"-server-ports", "7333,8333"}, // the engines' ports are fixed
 		{"-server-shards", "0"},
 		{"-phases", "e2e,capacity"},
 		{"-phases", "floor,open"}, // the sweeps start from the drains' rates
 		{"-phases", "e2e,open"},
-		{"-dev-ports", "7433,7442"}, // the UI on the dev server's metrics port
-		{"-workers", "2"},           // one worker process: a second added little
+		{"-redraw", "x.json"}, // history is what git keeps
 		{"extra"},
 	} {
 		if _, _, err := parse(args); err == nil {
@@ -61,9 +50,8 @@ func TestParseRejectsBadFlags(t *testing.T) {
 		o.hotEvents != 2000 || o.dupRate != 0.5 || o.dupOrders != 300 || o.resultsDir != "bench/results" {
 		t.Errorf("defaults: sweep %+v, hot events %d, dup rate %v on %d orders, results %q", o.sweep, o.hotEvents, o.dupRate, o.dupOrders, o.resultsDir)
 	}
-	if len(o.engines) != 2 || o.engines[0].Name != "dev" || o.engines[1].Name != "server" ||
-		!slices.Equal(o.serverPorts, []int{7333, 8333}) || o.serverShards != 4 {
-		t.Errorf("defaults: engines %v, server ports %v, shards %d", o.engines, o.serverPorts, o.serverShards)
+	if !slices.Equal(o.engines, []string{"dev", "server"}) || o.serverShards != 4 {
+		t.Errorf("defaults: engines %v, shards %d", o.engines, o.serverShards)
 	}
 	if want := []string{"e2e", "floor", "dup", "hot", "open"}; !slices.Equal(o.phases, want) {
 		t.Errorf("default phases %v, want %v", o.phases, want)
@@ -71,17 +59,6 @@ func TestParseRejectsBadFlags(t *testing.T) {
 	// Phases run in their own order, whatever the flag's.
 	if _, o, err := parse([]string{"-phases", "floor, e2e"}); err != nil || !slices.Equal(o.phases, []string{"e2e", "floor"}) {
 		t.Errorf("-phases 'floor, e2e': %v, %v", o.phases, err)
-	}
-}
-
-func TestDialCheckNamesMakeUp(t *testing.T) {
-	addr, err := procs.FreeAddr() // free a moment ago: nothing listens there
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = dialCheck("RocketMQ broker", addr)
-	if err == nil || !strings.Contains(err.Error(), "make up") {
-		t.Fatalf("dialCheck on a closed port: %v, want an error naming `make up`", err)
 	}
 }
 
@@ -108,26 +85,6 @@ plain_total 3
 	}
 }
 
-// TestCountSignals: a cell's signals are the bridge's SignalWithStart
-// requests from its /metrics, whose text is kept in the log directory.
-func TestCountSignals(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		io.WriteString(w, `temporal_request_total{operation="SignalWithStartWorkflowExecution"} 40
-temporal_request_total{operation="DescribeNamespace"} 3
-`)
-	}))
-	defer srv.Close()
-	b := &bench{logDir: t.TempDir(), bridgeMetrics: strings.TrimPrefix(srv.URL, "http://")}
-	res := cellResult{Config: cellConfig{Name: "c"}}
-	b.countSignals(context.Background(), &res)
-	if res.Signals != 40 {
-		t.Errorf("signals %d, want 40", res.Signals)
-	}
-	if _, err := os.Stat(filepath.Join(b.logDir, "c-bridge.metrics.txt")); err != nil {
-		t.Errorf("metrics not kept: %v", err)
-	}
-}
-
 // readPNG decodes the PNG at path, failing the test if it is not one.
 func readPNG(t *testing.T, path string) image.Image {
 	t.Helper()
@@ -143,25 +100,18 @@ func readPNG(t *testing.T, path string) image.Image {
 	return img
 }
 
-// colourCounts counts the pixels of img within r that are exactly each of
-// cols, and those that are not white.
-func colourCounts(img image.Image, r image.Rectangle, cols ...color.RGBA) (counts []int, nonWhite int) {
-	counts = make([]int, len(cols))
-	b := r.Intersect(img.Bounds())
+// pixelsOf counts the pixels of img that are exactly c.
+func pixelsOf(img image.Image, c color.RGBA) int {
+	n := 0
+	b := img.Bounds()
 	for y := b.Min.Y; y < b.Max.Y; y++ {
 		for x := b.Min.X; x < b.Max.X; x++ {
-			px := color.RGBAModel.Convert(img.At(x, y)).(color.RGBA)
-			if px != (color.RGBA{255, 255, 255, 255}) {
-				nonWhite++
-			}
-			for i, c := range cols {
-				if px == c {
-					counts[i]++
-				}
+			if color.RGBAModel.Convert(img.At(x, y)).(color.RGBA) == c {
+				n++
 			}
 		}
 	}
-	return counts, nonWhite
+	return n
 }
 
 // sweepOf is a sweep of three steps (the third failing) and its cells at
@@ -184,60 +134,33 @@ func sweptEngine(name string, e2e float64) engineResult {
 		Sweep: sweepOf(0.4 * e2e), FloorSweep: sweepOf(0.5 * e2e), CapacityRatio: 0.8}
 }
 
-func TestDrawSweepChartTwoEngines(t *testing.T) {
-	res := results{Engines: []engineResult{sweptEngine("dev", 200), sweptEngine("server", 120)}}
-	path := filepath.Join(t.TempDir(), "docs", "bench-throughput.png")
-	if err := drawSweepChart(path, res); err != nil {
-		t.Fatal(err)
-	}
-	img := readPNG(t, path)
-	if b := img.Bounds(); b.Dx() != 860 || b.Dy() != 720 {
-		t.Fatalf("image %v, want 860x720", b)
-	}
-	// Each engine's colour (the first two of engineColours) in both
-	// panels, left of the legends.
-	if engineColours[0] != colBlue || engineColours[1] != colOrng {
-		t.Fatalf("engine colours %v: the test expects blue, then orange", engineColours[:2])
-	}
-	for _, panel := range []struct {
-		name string
-		r    image.Rectangle
-	}{{"throughput panel", image.Rect(0, 0, 520, 360)}, {"latency panel", image.Rect(0, 360, 520, 720)}} {
-		counts, _ := colourCounts(img, panel.r, colBlue, colOrng)
-		for i, n := range counts {
-			if n < 20 {
-				t.Errorf("%s: engine %s's colour has %d pixels: its lines are missing", panel.name, res.Engines[i].Name, n)
-			}
-		}
-	}
-	// The floor's curve is drawn too: without it, fewer blue pixels.
-	noFloor := results{Engines: []engineResult{sweptEngine("dev", 200)}}
-	noFloor.Engines[0].FloorSweep = nil
-	one := results{Engines: []engineResult{sweptEngine("dev", 200)}}
-	var blue [2]int
-	for i, r := range []results{noFloor, one} {
-		path := filepath.Join(t.TempDir(), "one.png")
-		if err := drawSweepChart(path, r); err != nil {
+// TestDrawSweepChart: each engine's sweeps are drawn in its colour, the
+// floor's beside orderflow's; an engine without a sweep is an error.
+func TestDrawSweepChart(t *testing.T) {
+	draw := func(res results) image.Image {
+		t.Helper()
+		path := filepath.Join(t.TempDir(), "docs", "c.png")
+		if err := drawSweepChart(path, res); err != nil {
 			t.Fatal(err)
 		}
-		counts, _ := colourCounts(readPNG(t, path), image.Rect(0, 0, 860, 720), colBlue, colOrng)
-		if counts[1] != 0 {
-			t.Errorf("one engine: %d orange pixels, want none", counts[1])
-		}
-		blue[i] = counts[0]
+		return readPNG(t, path)
 	}
-	if blue[1] < blue[0]+100 {
-		t.Errorf("blue pixels with the floor's sweep %d, without %d: its curves are missing", blue[1], blue[0])
+	two := draw(results{Engines: []engineResult{sweptEngine("dev", 200), sweptEngine("server", 120)}})
+	if b := two.Bounds(); b.Dx() != 860 || b.Dy() != 720 {
+		t.Fatalf("image %v, want 860x720", b)
 	}
-}
-
-func TestDrawSweepChartNeedsResults(t *testing.T) {
-	if err := drawSweepChart(filepath.Join(t.TempDir(), "c.png"), results{}); err == nil {
-		t.Error("drawSweepChart without engines did not fail")
+	if n := pixelsOf(two, engineColours[1]); n < 40 {
+		t.Errorf("the second engine's colour has %d pixels: its lines are missing", n)
 	}
-	res := results{Engines: []engineResult{sweptEngine("dev", 200), {Name: "server"}}}
-	if err := drawSweepChart(filepath.Join(t.TempDir(), "c.png"), res); err == nil {
-		t.Error("drawSweepChart with an engine without a sweep did not fail")
+	noFloor := sweptEngine("dev", 200)
+	noFloor.FloorSweep = nil
+	with, without := pixelsOf(draw(results{Engines: []engineResult{sweptEngine("dev", 200)}}), engineColours[0]),
+		pixelsOf(draw(results{Engines: []engineResult{noFloor}}), engineColours[0])
+	if with < without+100 {
+		t.Errorf("%d pixels of the engine's colour with the floor's sweep, %d without: its curves are missing", with, without)
+	}
+	if err := drawSweepChart(filepath.Join(t.TempDir(), "c.png"), results{Engines: []engineResult{{Name: "server"}}}); err == nil {
+		t.Error("an engine without a sweep was drawn")
 	}
 }
 
@@ -245,7 +168,7 @@ func TestSummaryLines(t *testing.T) {
 	dev := sweptEngine("dev", 100)
 	server := engineResult{Name: "server", E2E: cellResult{Rate: 150.25}, Sweep: &sweepResult{Capacity: 61.04,
 		Near: &cellResult{P99: 90 * time.Millisecond}}}
-	res := results{Baseline: cellResult{Rate: 2000}, Engines: []engineResult{dev, server}}
+	res := results{Engines: []engineResult{dev, server}}
 	got := summaryLines(res)
 	// What was not measured (the server's floor, its costs) is "-".
 	want := []string{
@@ -272,7 +195,7 @@ func TestSummaryLines(t *testing.T) {
 func TestWriteResults(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "results")
 	res := results{Started: time.Date(2026, 11, 22, 19, 40, 4, 0, time.FixedZone("x", 3600)), Commit: "94a5002",
-		Baseline: cellResult{Rate: 2425.6}, Engines: []engineResult{sweptEngine("dev", 210.7)}}
+		Engines: []engineResult{sweptEngine("dev", 210.7)}}
 	path, err := writeResults(dir, res)
 	if err != nil {
 		t.Fatal(err)
@@ -288,103 +211,8 @@ func TestWriteResults(t *testing.T) {
 	if err := json.Unmarshal(data, &back); err != nil {
 		t.Fatal(err)
 	}
-	if back.Baseline.Rate != 2425.6 || len(back.Engines) != 1 || back.Engines[0].E2E.Rate != 210.7 ||
+	if len(back.Engines) != 1 || back.Engines[0].E2E.Rate != 210.7 ||
 		len(back.Engines[0].Sweep.Steps) != 3 || back.Engines[0].FloorSweep.Near.Cost.Actions != 3.456 || back.Machine == "" {
 		t.Errorf("read back %+v", back)
-	}
-}
-
-// TestGitCommit: the commit of a checkout, "-dirty" once a tracked file
-// changed (an untracked one does not count), "unknown" outside git.
-func TestGitCommit(t *testing.T) {
-	dir := t.TempDir()
-	git := func(args ...string) string {
-		out, err := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=t", "-c", "user.email=t@t"}, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
-	if got := gitCommit(dir); got != "unknown" {
-		t.Errorf("outside git: %q", got)
-	}
-	git("init", "-q")
-	if err := os.WriteFile(filepath.Join(dir, "a"), []byte("1"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	git("add", "a")
-	git("commit", "-q", "-m", "a")
-	head := git("rev-parse", "--short=7", "HEAD")
-	if err := os.WriteFile(filepath.Join(dir, "b"), []byte("new"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if got := gitCommit(dir); got != head {
-		t.Errorf("clean checkout with an untracked file: %q, want %q", got, head)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "a"), []byte("2"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if got := gitCommit(dir); got != head+"-dirty" {
-		t.Errorf("changed tracked file: %q, want %q", got, head+"-dirty")
-	}
-}
-
-// TestResultsOfRecordDrawTheChart: every results file kept in
-// bench/results/ is one the benchmark can read and draw.
-func TestResultsOfRecordDrawTheChart(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("results", "*.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) == 0 {
-		t.Fatal("no results file in bench/results")
-	}
-	for _, f := range files {
-		if err := redrawChart(f, filepath.Join(t.TempDir(), "c.png"), io.Discard); err != nil {
-			t.Errorf("%s: %v", f, err)
-		}
-	}
-}
-
-// TestRedrawChart: -redraw draws the chart of an earlier run's results file,
-// without any service; a missing file, one that is not JSON and one without
-// sweeps are errors that name the file.
-func TestRedrawChart(t *testing.T) {
-	dir := t.TempDir()
-	res := results{Started: time.Date(2026, 11, 22, 19, 40, 4, 0, time.UTC), Baseline: cellResult{Rate: 2400},
-		Engines: []engineResult{sweptEngine("dev", 210), sweptEngine("server", 198)}}
-	data, err := json.Marshal(res)
-	if err != nil {
-		t.Fatal(err)
-	}
-	from := filepath.Join(dir, "results.json")
-	if err := os.WriteFile(from, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "out", "chart.png")
-	var out strings.Builder
-	if err := run(context.Background(), []string{"-redraw", from, "-chart", path}, &out); err != nil {
-		t.Fatal(err)
-	}
-	if b := readPNG(t, path).Bounds(); b.Dx() != 860 || b.Dy() != 720 {
-		t.Errorf("image %v, want 860x720", b)
-	}
-	if !strings.Contains(out.String(), "drawn from "+from) || !strings.Contains(out.String(), "2026-11-22T19:40:04Z") {
-		t.Errorf("output %q names neither the results file nor its run", out.String())
-	}
-
-	bad := filepath.Join(dir, "bad.json")
-	if err := os.WriteFile(bad, []byte("not json"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	empty := filepath.Join(dir, "empty.json")
-	if err := os.WriteFile(empty, []byte(`{"engines":[{"name":"dev"}]}`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []string{filepath.Join(dir, "missing.json"), bad, empty} {
-		err := run(context.Background(), []string{"-redraw", f, "-chart", filepath.Join(dir, "x.png")}, io.Discard)
-		if err == nil || !strings.Contains(err.Error(), filepath.Base(f)) {
-			t.Errorf("-redraw %s: error %v, want one naming the file", filepath.Base(f), err)
-		}
 	}
 }

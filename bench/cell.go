@@ -20,8 +20,8 @@ import (
 )
 
 // cellConfig is one measured run: a fresh scenario on a fresh topic and
-// consumer group and a fresh database, consumed either by orderflow (bridge
-// and worker processes) or by the direct consumer.
+// consumer group and a fresh database, consumed by the bridge and either
+// orderflow's worker process or the engine's floor.
 //
 // A cell runs in one of two modes. By default it drains a backlog: the
 // whole scenario is published before the consumers start, so the rate is the
@@ -32,9 +32,8 @@ import (
 type cellConfig struct {
 	Name        string
 	Orders      int
-	Concurrency int // bridge (or direct consumer) goroutines
+	Concurrency int // bridge goroutines
 	BatchSize   int
-	Direct      bool // the direct-consumer baseline instead of orderflow
 	Seed        int64
 	// DupRate is the scenario's share of messages sent twice.
 	DupRate float64
@@ -57,7 +56,7 @@ type cellConfig struct {
 }
 
 // cellResult is what one cell measured. Rates count distinct valid events
-// (business keys), the unit the baseline and orderflow share.
+// (business keys), the unit orderflow and its floor share.
 type cellResult struct {
 	Config cellConfig
 	// Prefix starts the run's order IDs.
@@ -85,18 +84,18 @@ type cellResult struct {
 	// Hot is what the hot-order cell found in Temporal.
 	Hot *hotResult `json:",omitempty"`
 	// Signals counts the bridge's SignalWithStart requests (attempts
-	// included); 0 for the direct consumer.
+	// included).
 	Signals int `json:",omitempty"`
 	// CPU is the machine's CPU use by process group over the drain (a
 	// backlog's first to last effect, an open loop's first publish to
 	// last effect), from the samples that enclose it.
 	CPU *cpuShare `json:",omitempty"`
-	// Cost is the engine's work per event; nil for the direct consumer.
+	// Cost is the engine's work per event; nil for a sweep step.
 	Cost *engineCost `json:",omitempty"`
 }
 
 // scenarioOptions are the benchmark's scenario: DESIGN's distortions with
-// dupRate duplicates (the e2e and baseline runs use 20%).
+// dupRate duplicates (the e2e and floor drains use 20%).
 func scenarioOptions(orders int, seed int64, prefix string, dupRate float64) scenario.Options {
 	return scenario.Options{
 		Orders: orders, Seed: seed, Prefix: prefix, Start: time.Now().UTC().Truncate(time.Second),
@@ -143,7 +142,7 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 		}
 	}
 	var before costCounters
-	if !cc.Direct && !cc.noCost {
+	if !cc.noCost {
 		if before, err = readCounters(ctx, b.engineMetrics, b.cfg.TemporalNamespace, "", db); err != nil {
 			return res, err
 		}
@@ -165,7 +164,7 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 	if err := b.settle(ctx, cc, db, &sc.Expected, &res); err != nil {
 		return res, err
 	}
-	if !cc.Direct && !cc.noCost {
+	if !cc.noCost {
 		if err := b.measureCost(ctx, db, before, costSample(sc.Messages, costSampleOrders), &res); err != nil {
 			return res, fmt.Errorf("%s: engine work: %w", cc.Name, err)
 		}
@@ -177,15 +176,8 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 // consumers stopped, and drops its database: the workflows must not
 // outlive it.
 func (b *bench) closeCell(ctx context.Context, cc cellConfig, db *database) {
-	if !cc.Direct {
-		began := time.Now()
-		n, t, err := b.closeWorkflows(context.WithoutCancel(ctx), cc, db)
-		if err != nil {
-			slog.Warn("bench: terminate the cell's workflows", "cell", cc.Name, "err", err)
-		}
-		if b.cleanup != nil {
-			b.cleanup.add(n, t, time.Since(began))
-		}
+	if err := b.closeWorkflows(context.WithoutCancel(ctx), cc, db); err != nil {
+		slog.Warn("bench: terminate the cell's workflows", "cell", cc.Name, "err", err)
 	}
 	if err := db.Close(); err != nil {
 		slog.Warn("bench: drop database", "err", err)
@@ -270,9 +262,7 @@ func (b *bench) settle(ctx context.Context, cc cellConfig, db *database, exp *sc
 		return err
 	}
 	res.Verified = report.OK()
-	if !cc.Direct {
-		b.countSignals(ctx, res)
-	}
+	b.countSignals(ctx, res)
 	if cc.inspect != nil {
 		if err := cc.inspect(ctx, res); err != nil {
 			return err
@@ -352,17 +342,8 @@ func (b *bench) openLatencies(ctx context.Context, db *database, pub *publisher,
 }
 
 // startConsumers starts what consumes the cell's topic and returns how to
-// stop it and when the consumer of the topic (the bridge or the direct
-// consumer) was started: the worker is ready by then.
+// stop it and when the bridge was started: the worker is ready by then.
 func (b *bench) startConsumers(ctx context.Context, cc cellConfig, db *database, topic, group, tq string) (stop func(), started time.Time, err error) {
-	if cc.Direct {
-		started = time.Now()
-		d, err := startDirect(ctx, db.DSN, b.cfg.RocketMQNamesrv, topic, group, cc.Concurrency, cc.BatchSize)
-		if err != nil {
-			return nil, started, err
-		}
-		return d.Stop, started, nil
-	}
 	var running []func()
 	stopAll := func() {
 		// Bridge first (it was started last), then the workers.

@@ -3,8 +3,6 @@ module github.com/orderflow/orderflow/bench
 go 1.26.0
 
 require (
-	github.com/apache/rocketmq-client-go/v2 v2.1.2
-	github.com/gofrs/flock v0.13.0
 	github.com/jackc/pgx/v5 v5.11.0
 	github.com/orderflow/orderflow v0.0.0-00010101000000-000000000000
 	github.com/prometheus/procfs v0.22.0
@@ -22,6 +20,7 @@ require (
 	git.sr.ht/~sbinet/gg v0.7.0 // indirect
 	github.com/BurntSushi/toml v1.4.0 // indirect
 	github.com/ajstarks/svgo v0.0.0-20211024235047-1546f124cd8b // indirect
+	github.com/apache/rocketmq-client-go/v2 v2.1.2 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect

@@ -1,9 +1,8 @@
 // Command bench measures orderflow on the local stack (`make up`) in
 // honest units, distinct events per second and publish-to-applied latency,
-// what BENCHMARKS.md reports and nothing else: once without Temporal (the
-// baseline: the e2e scenario drained by an in-process consumer doing the
-// same database work), then on each Temporal engine (-engines; each
-// started afresh and stopped after its phases) the phases of -phases:
+// what BENCHMARKS.md reports and nothing else: on each Temporal engine
+// (-engines; each started afresh and stopped after its phases) the phases
+// of -phases:
 //
 //   - e2e: the scenario's backlog drained by the real bridge and worker;
 //   - floor: the same through the same bridge into a workflow that only
@@ -55,8 +54,6 @@ type bench struct {
 	bridgeMetrics string
 	// cpu samples the machine's processes for the whole run.
 	cpu *cpuSampler
-	// cleanup counts the workflows the cells terminated once measured.
-	cleanup *cleanupStats
 	// tc is the current engine's client and engineMetrics its Prometheus
 	// endpoint; floor receives the current floor cell's events.
 	tc            client.Client
@@ -73,17 +70,12 @@ type options struct {
 	dupOrders                  int
 	sweep                      sweepPlan
 	chart, logDir, resultsDir  string
-	// redraw, when set, is a results file of an earlier run whose chart
-	// the benchmark draws again (at chart), measuring nothing.
-	redraw string
 	// engines are the Temporal engines measured, in this order, and
 	// phases the phases run on each, in this order.
-	engines []engineSpec
+	engines []string
 	phases  []string
-	// serverPorts and devPorts are the engines' frontend and UI ports;
-	// serverShards the server engine's history shards.
-	serverPorts, devPorts []int
-	serverShards          int
+	// serverShards is the server engine's history shards.
+	serverShards int
 }
 
 func main() {
@@ -111,32 +103,15 @@ func chdirRoot() error {
 	return os.Chdir(root)
 }
 
-// intList parses a comma-separated list of positive integers.
-func intList(s string) ([]int, error) {
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("%q is not a list of positive integers", s)
-		}
-		out = append(out, n)
-	}
-	return out, nil
-}
-
-// lists are the flags given as comma-separated lists, parsed after the
-// flag set.
-type lists struct{ engines, phases, serverPorts, devPorts string }
-
 // phaseNames are the phases of an engine, in the order they run.
 var phaseNames = []string{"e2e", "floor", "dup", "hot", "open"}
 
 func parse(args []string) (config.Config, options, error) {
 	var (
-		cfg  config.Config
-		o    options
-		l    lists
-		seed int
+		cfg                     config.Config
+		o                       options
+		seed                    int
+		enginesFlag, phasesFlag string
 	)
 	fs := config.NewSet("bench", "Usage: make bench BENCH_FLAGS='[flags]'   (the benchmark of BENCHMARKS.md; paths are from the repository's root)", os.Stderr)
 	cfg.RegisterTemporal(fs)
@@ -144,8 +119,8 @@ func parse(args []string) (config.Config, options, error) {
 	cfg.RegisterRocketMQ(fs)
 	cfg.RegisterLog(fs)
 	bs := func(name, usage string) config.Setting { return config.Own("ORDERFLOW_BENCH_", name, usage) }
-	fs.Int(&o.orders, 1100, bs("orders", "orders of the e2e, baseline and duplicate scenarios (1100 orders make about 5,500 events)"))
-	fs.Int(&o.concurrency, 32, bs("concurrency", "bridge (and direct consumer) concurrency"))
+	fs.Int(&o.orders, 1100, bs("orders", "orders of the e2e and floor drains (1100 orders make about 5,900 events)"))
+	fs.Int(&o.concurrency, 32, bs("concurrency", "bridge concurrency"))
 	fs.Int(&o.batch, 16, bs("batch-size", "messages per consumer callback; the bridge sends the events of one order in a callback in one signal"))
 	fs.Float(&o.dupRate, 0.5, bs("dup-rate", "share of the events sent twice in the duplicate scenario (compared with none)"))
 	fs.Int(&o.hotEvents, 2000, bs("hot-events", "events of the hot order (0 skips it)"))
@@ -156,14 +131,11 @@ func parse(args []string) (config.Config, options, error) {
 	fs.Int(&o.sweep.MaxSteps, 5, bs("sweep-steps", "at most this many steps per sweep"))
 	fs.Duration(&o.sweep.Step, 15*time.Second, bs("sweep-step", "how long each step's rate is offered"))
 	fs.Duration(&o.sweep.Cell, 20*time.Second, bs("sweep-cell", "how long 0.5 and 0.9 x the capacity are offered"))
-	fs.String(&l.engines, "dev,server", bs("engines", "Temporal engines to measure on, in this order: "+engineNames()))
-	fs.String(&l.phases, strings.Join(phaseNames, ","), bs("phases", "phases run on each engine (open needs e2e and floor): "+strings.Join(phaseNames, ", ")))
-	fs.String(&l.serverPorts, "7333,8333", bs("server-ports", "frontend and UI ports of the server engine (it also takes the nine ports above the frontend's)"))
+	fs.String(&enginesFlag, "dev,server", bs("engines", "Temporal engines to measure on, in this order: dev, the dev server (SQLite, ports 7433, 7442 and 8433); server, the Temporal server on the stack's PostgreSQL (7333-7342 and 8333)"))
+	fs.String(&phasesFlag, strings.Join(phaseNames, ","), bs("phases", "phases run on each engine (open needs e2e and floor): "+strings.Join(phaseNames, ", ")))
 	fs.Int(&o.serverShards, 4, bs("server-shards", "history shards of the server engine"))
-	fs.String(&l.devPorts, "7433,8433", bs("dev-ports", "frontend and UI ports of the dev engine"))
 	fs.Int(&seed, 42, bs("seed", "scenario seed"))
 	fs.String(&o.chart, "docs/bench-throughput.png", bs("chart", "PNG chart of the sweeps' throughput and p99 against the offered rate"))
-	fs.String(&o.redraw, "", bs("redraw", "draw the chart (-chart) again from an earlier run's results file, measuring nothing"))
 	fs.String(&o.logDir, ".data/bench", bs("log-dir", "directory of the processes' logs and metrics"))
 	fs.String(&o.resultsDir, "bench/results", bs("results-dir", "directory of the results files, one per run, named by date and commit"))
 	if err := fs.Parse(args, nil); err != nil {
@@ -173,33 +145,14 @@ func parse(args []string) (config.Config, options, error) {
 		return cfg, o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	o.seed = int64(seed)
-	if err := o.parseLists(l); err != nil {
-		return cfg, o, err
+	var err error
+	if o.engines, err = parseEngines(enginesFlag); err != nil {
+		return cfg, o, fmt.Errorf("-engines: %w", err)
+	}
+	if o.phases, err = parsePhases(phasesFlag); err != nil {
+		return cfg, o, fmt.Errorf("-phases: %w", err)
 	}
 	return cfg, o, o.check()
-}
-
-// parseLists fills the options given as lists.
-func (o *options) parseLists(l lists) error {
-	var err error
-	if o.engines, err = parseEngines(l.engines); err != nil {
-		return fmt.Errorf("-engines: %w", err)
-	}
-	if o.phases, err = parsePhases(l.phases); err != nil {
-		return fmt.Errorf("-phases: %w", err)
-	}
-	if o.serverPorts, err = intList(l.serverPorts); err != nil {
-		return fmt.Errorf("-server-ports: %w", err)
-	}
-	if o.devPorts, err = intList(l.devPorts); err != nil {
-		return fmt.Errorf("-dev-ports: %w", err)
-	}
-	for _, e := range o.engines {
-		if err := checkEnginePorts(e.Name, e.Profile, e.Ports(*o)); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // parsePhases parses -phases: known names, each once, run in phaseNames'
@@ -256,16 +209,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if o.redraw != "" {
-		return redrawChart(o.redraw, o.chart, out)
-	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	mq.UseSlog(slog.Default(), slog.LevelError)
-	unlock, err := lockBench(ctx, out)
-	if err != nil {
-		return err
-	}
-	defer unlock()
 	// The commit before the run writes its chart, a tracked file.
 	res := results{Started: time.Now(), Commit: gitCommit(".")}
 	b, err := newBench(cfg, o, out)
@@ -275,7 +220,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	engines, err := prepareEngines(ctx, o, cfg, b.logDir)
 	defer func() {
 		for _, e := range engines {
-			e.stack.down()
+			e.down()
 		}
 	}()
 	if err != nil {
@@ -287,11 +232,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	b.cpu = startCPUSampler(ctx, 500*time.Millisecond)
 	defer b.cpu.Stop()
-	if res.Baseline, err = b.runBaseline(ctx, o, out); err != nil {
-		return err
-	}
 	for _, e := range engines {
-		er, err := b.runEngine(ctx, e, o, res.Baseline, out)
+		er, err := b.runEngine(ctx, e, o, out)
 		if err != nil {
 			return fmt.Errorf("[%s] %w", e.Name, err)
 		}
@@ -325,21 +267,6 @@ func newBench(cfg config.Config, o options, out io.Writer) (*bench, error) {
 	}
 	fmt.Fprintf(out, "orderflow bench: logs in %s\n", b.logDir)
 	return b, nil
-}
-
-// runBaseline is the direct consumer draining the e2e backlog, one
-// message per callback as the seed articles consume: no Temporal, once.
-func (b *bench) runBaseline(ctx context.Context, o options, out io.Writer) (cellResult, error) {
-	base, err := b.runCell(ctx, cellConfig{Name: "baseline", Orders: o.orders, Concurrency: o.concurrency,
-		BatchSize: 1, Direct: true, Seed: o.seed, DupRate: 0.2})
-	if err != nil {
-		return base, fmt.Errorf("baseline: %w", err)
-	}
-	fmt.Fprintf(out, "baseline: %s\n", describeDrain(base))
-	if base.CPU != nil {
-		fmt.Fprintf(out, "cpu:      %s\n", describeCPU(base))
-	}
-	return base, nil
 }
 
 // finish draws the chart, writes the results file and prints the last

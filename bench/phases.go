@@ -40,7 +40,7 @@ func (p *enginePhases) cell(name string, orders int, dupRate float64) cellConfig
 }
 
 // runEngine starts the engine, runs its phases and stops it.
-func (b *bench) runEngine(ctx context.Context, e *engine, o options, base cellResult, out io.Writer) (engineResult, error) {
+func (b *bench) runEngine(ctx context.Context, e *engine, o options, out io.Writer) (engineResult, error) {
 	began := time.Now()
 	er := engineResult{Name: e.Name, Doc: e.Doc, Address: e.Address}
 	p, stop, err := b.startEngine(ctx, e, o, &er, out)
@@ -49,8 +49,7 @@ func (b *bench) runEngine(ctx context.Context, e *engine, o options, base cellRe
 	}
 	defer stop()
 	phases := map[string]func(context.Context, *engineResult) error{
-		"e2e":   func(ctx context.Context, er *engineResult) error { return p.e2e(ctx, er, base) },
-		"floor": p.floor, "dup": p.duplicates, "hot": p.hot, "open": p.openLoop,
+		"e2e": p.e2e, "floor": p.floor, "dup": p.duplicates, "hot": p.hot, "open": p.openLoop,
 	}
 	er.PhaseTook = map[string]string{}
 	for _, name := range o.phases {
@@ -63,9 +62,6 @@ func (b *bench) runEngine(ctx context.Context, e *engine, o options, base cellRe
 	}
 	stop()
 	er.Took = time.Since(began).Round(time.Second).String()
-	c := p.b.cleanup
-	p.printf("cleanup:  after each cell, its order workflows still running were terminated: %d of %d, in %.1fs over the run (not measured)",
-		c.Terminated, c.Workflows, c.Took.Seconds())
 	p.printf("took %s", er.Took)
 	return er, nil
 }
@@ -73,34 +69,32 @@ func (b *bench) runEngine(ctx context.Context, e *engine, o options, base cellRe
 // startEngine starts the engine and connects to it; the returned function
 // closes the client and stops the engine, once.
 func (b *bench) startEngine(ctx context.Context, e *engine, o options, er *engineResult, out io.Writer) (*enginePhases, func(), error) {
-	d, err := e.stack.up(ctx)
+	d, err := e.up(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	er.StartedBy, er.StartSeconds = e.stack.describe(), d.Seconds()
+	er.StartedBy, er.StartSeconds = e.describe(), d.Seconds()
 	fmt.Fprintf(out, "%sTemporal: %s, started in %.1fs (%s)\n", e.tag(), e.Doc, d.Seconds(), er.StartedBy)
 	eb := *b
 	eb.cfg.TemporalAddress, eb.cfg.TemporalNamespace = e.Address, e.Namespace
-	eb.cleanup = &cleanupStats{}
 	eb.engineMetrics = e.Metrics
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	tc, err := obs.NewTemporalClient(dctx, eb.cfg, slog.Default(), nil)
 	cancel()
 	if err != nil {
-		e.stack.down()
+		e.down()
 		return nil, nil, err
 	}
 	eb.tc = tc
 	stop := sync.OnceFunc(func() {
 		tc.Close()
-		e.stack.down()
+		e.down()
 	})
 	return &enginePhases{b: &eb, e: e, tc: tc, o: o, out: out}, stop, nil
 }
 
-// e2e is orderflow draining the e2e backlog, and its ratio to the
-// baseline.
-func (p *enginePhases) e2e(ctx context.Context, er *engineResult, base cellResult) error {
+// e2e is orderflow draining the e2e backlog.
+func (p *enginePhases) e2e(ctx context.Context, er *engineResult) error {
 	e2e, err := p.b.runCell(ctx, p.cell("e2e", p.o.orders, 0.2))
 	if err != nil {
 		return fmt.Errorf("e2e: %w", err)
@@ -111,8 +105,6 @@ func (p *enginePhases) e2e(ctx context.Context, er *engineResult, base cellResul
 		p.printf("cpu:      %s", describeCPU(e2e))
 	}
 	p.printf("cost:     %s", e2e.Cost)
-	er.Ratio = e2e.Rate / base.Rate
-	p.printf("ratio:    e2e/baseline = %.2f (distinct events/s, both draining a backlog of the same scenario)", er.Ratio)
 	return nil
 }
 
@@ -188,10 +180,6 @@ func (p *enginePhases) hot(ctx context.Context, er *engineResult) error {
 	p.printf("hot:      %d events of one order (batch size %d) drained in %.1fs = %.1f events/s, continuing as new every %d events; %d signals; its workflow: %s",
 		hot.Events, o.batch, hot.Elapsed.Seconds(), hot.Rate, o.hotMaxEvents, hot.Signals, hot.Hot)
 	p.printf("cost:     hot order %s", hot.Cost)
-	if o.hotMaxEvents > 0 && hot.Hot.MaxHandled > 2*o.hotMaxEvents {
-		p.printf("hot:      continue-as-new was deferred under the stream: a run handled %d events, not about %d",
-			hot.Hot.MaxHandled, o.hotMaxEvents)
-	}
 	return nil
 }
 
@@ -297,16 +285,11 @@ func ms(d time.Duration) string {
 
 // describeDrain is the line of a cell that drained a backlog.
 func describeDrain(r cellResult) string {
-	signals, consumer := "", "the direct consumer"
-	switch {
-	case r.Config.Floor:
-		signals = fmt.Sprintf("; %d signals", r.Signals)
-		consumer = "the bridge and the floor's no-op workflow worker"
-	case !r.Config.Direct:
-		signals = fmt.Sprintf("; %d signals", r.Signals)
-		consumer = "the bridge and a worker process"
+	consumer := "a worker process"
+	if r.Config.Floor {
+		consumer = "the floor's no-op workflow worker"
 	}
-	return fmt.Sprintf("backlog of %d messages (%d distinct events, %d duplicates, %d orders) drained by %s (concurrency %d, batch size %d) in %.1fs = %.1f events/s%s; first effect %.1fs after the consumer started (the backlog was published in %.1fs before it started)",
+	return fmt.Sprintf("backlog of %d messages (%d distinct events, %d duplicates, %d orders) drained by the bridge and %s (concurrency %d, batch size %d) in %.1fs = %.1f events/s; %d signals; first effect %.1fs after the bridge started (the backlog was published in %.1fs before it started)",
 		r.Messages, r.Events, r.Duplicates, r.Config.Orders, consumer, r.Config.Concurrency, r.Config.BatchSize,
-		r.Elapsed.Seconds(), r.Rate, signals, r.Startup.Seconds(), r.Publish.Seconds())
+		r.Elapsed.Seconds(), r.Rate, r.Signals, r.Startup.Seconds(), r.Publish.Seconds())
 }

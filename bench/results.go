@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,7 +14,7 @@ import (
 )
 
 // results is everything a run measured: the file it writes under
-// bench/results/, from which its chart can be drawn again (-redraw).
+// bench/results/.
 type results struct {
 	Started time.Time `json:"started"`
 	Took    string    `json:"took"`
@@ -25,11 +24,8 @@ type results struct {
 	Machine string `json:"machine"`
 	// Note says what set the run apart (one that stopped early), if
 	// anything.
-	Note string `json:"note,omitempty"`
-	// Baseline is the direct consumer's drain of the e2e scenario: no
-	// Temporal, measured once for every engine's ratio.
-	Baseline cellResult     `json:"baseline"`
-	Engines  []engineResult `json:"engines"`
+	Note    string         `json:"note,omitempty"`
+	Engines []engineResult `json:"engines"`
 }
 
 // engineResult is what a run measured on one Temporal engine.
@@ -47,9 +43,6 @@ type engineResult struct {
 	// PhaseTook is how long each phase took.
 	PhaseTook map[string]string `json:"phase_took,omitempty"`
 	E2E       cellResult        `json:"e2e"`
-	// Ratio is e2e/baseline, both in distinct events/s draining a backlog
-	// of the same scenario.
-	Ratio float64 `json:"ratio_e2e_baseline"`
 	// Floor is the engine's floor draining the e2e backlog, and
 	// FloorRatio e2e/floor.
 	Floor      *cellResult `json:"floor,omitempty"`
@@ -67,9 +60,6 @@ type engineResult struct {
 	Sweep         *sweepResult `json:"sweep,omitempty"`
 	FloorSweep    *sweepResult `json:"floor_sweep,omitempty"`
 	CapacityRatio float64      `json:"ratio_capacity_floor,omitempty"`
-	// OpenLoop is an earlier run's fixed open-loop rates, read to redraw
-	// its chart (as its orderflow sweep).
-	OpenLoop []cellResult `json:"open_loop,omitempty"`
 }
 
 // sweepResult is a capacity sweep: its steps in the order they ran, the
@@ -128,27 +118,4 @@ func gitCommit(dir string) string {
 		return "unknown"
 	}
 	return strings.TrimSpace(string(out))
-}
-
-// redrawChart draws the chart of the run whose results file is from into
-// path, as that run would with this benchmark's drawing.
-func redrawChart(from, path string, out io.Writer) error {
-	data, err := os.ReadFile(from)
-	if err != nil {
-		return fmt.Errorf("-redraw: %w", err)
-	}
-	var res results
-	if err := json.Unmarshal(data, &res); err != nil {
-		return fmt.Errorf("-redraw: %s is not a results file: %w", from, err)
-	}
-	for i, er := range res.Engines {
-		if er.Sweep == nil && len(er.OpenLoop) > 0 {
-			res.Engines[i].Sweep = &sweepResult{Steps: er.OpenLoop}
-		}
-	}
-	if err := drawSweepChart(path, res); err != nil {
-		return fmt.Errorf("-redraw %s: %w", from, err)
-	}
-	fmt.Fprintf(out, "chart:    %s, drawn from %s (run started %s)\n", path, from, res.Started.UTC().Format(time.RFC3339))
-	return nil
 }
