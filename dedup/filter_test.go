@@ -230,7 +230,10 @@ func TestRedisCooldown(t *testing.T) {
 	ledger := &fakeLedger{m: map[fsm.Key]string{e.Key(): e.ContentHash()}}
 	bl := NewBloom(100, 0.001)
 	bl.Add(e.Key(), e.ContentHash())
-	f := New(Options{Bloom: bl, Cache: cache, Ledger: ledger, CacheCooldown: 200 * time.Millisecond})
+	// Long enough that the calls below, meant to fall within one
+	// cool-down, do on a loaded machine too.
+	const cooldown = time.Second
+	f := New(Options{Bloom: bl, Cache: cache, Ledger: ledger, CacheCooldown: cooldown})
 	cache.fail(errors.New("connection refused"))
 	for i := 0; i < 5; i++ {
 		if v := f.Check(context.Background(), e); !v.Duplicate || v.Tier != TierLedger {
@@ -248,7 +251,7 @@ func TestRedisCooldown(t *testing.T) {
 		t.Errorf("redis get errors = %v, want 1", got)
 	}
 	cache.fail(nil)
-	time.Sleep(250 * time.Millisecond)
+	time.Sleep(cooldown + 50*time.Millisecond)
 	if v := f.Check(context.Background(), e); !v.Duplicate {
 		t.Fatalf("after the cool-down: %+v", v)
 	}
