@@ -157,13 +157,18 @@ func TestTxSIGKILL(t *testing.T) {
 			if s3.Event.Seq != wantNext {
 				t.Fatalf("the next send got seq %d, want %d", s3.Event.Seq, wantNext)
 			}
-			r.waitFor(t, 60*time.Second, "the next message", func(got []received) bool { return withEvent(got, e3.EventID) > 0 })
-			time.Sleep(3 * time.Second)
-			got := r.all(t)
 			want := 0
 			if committed {
 				want = 1
 			}
+			// A transactional message reaches its queue when the broker
+			// handles its commit, which neither the check-back's answer
+			// nor the send waits for: the committed ones first, then a
+			// sentinel behind everything stored in the order's queue.
+			r.waitFor(t, 60*time.Second, "the committed messages", func(got []received) bool {
+				return withEvent(got, e3.EventID) > 0 && withEvent(got, killedEventID(order)) >= want
+			})
+			got := b.consumedThrough(t, r, order)
 			if n := withEvent(got, killedEventID(order)); n != want {
 				t.Fatalf("the killed send's message was delivered %d time(s), want %d: %s", n, want, describe(got))
 			}
