@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -12,6 +13,10 @@ import (
 	"strings"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/orderflow/orderflow/api"
 	"github.com/orderflow/orderflow/check"
 	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/internal/procs"
@@ -120,8 +125,11 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 	}
 	defer b.closeCell(ctx, cc, db)
 	topic := uniq.Name("bench-events")
-	if err := createTopic(ctx, b.namesrv, b.broker, topic, 8); err != nil {
-		return res, err
+	// On a busy machine the broker's registration can take more than 30 s.
+	tctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := mq.CreateTopic(tctx, b.namesrv, b.broker, topic, 8); err != nil {
+		return res, fmt.Errorf("%w; %s", err, makeUp)
 	}
 	sc, err := cellScenario(cc, res.Prefix, topic)
 	if err != nil {
@@ -143,11 +151,11 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 	}
 	var before costCounters
 	if !cc.noCost {
-		if before, err = readCounters(ctx, b.engineMetrics, b.cfg.TemporalNamespace, "", db); err != nil {
+		if before, err = readCounters(ctx, b.e.Metrics, b.cfg.TemporalNamespace, "", db); err != nil {
 			return res, err
 		}
 	}
-	stop, started, err := b.startConsumers(ctx, cc, db, topic, uniq.Name("bench-group"), uniq.Name("bench-tq"))
+	stop, started, err := b.startConsumers(ctx, cc, db, topic)
 	if err != nil {
 		return res, err
 	}
@@ -313,23 +321,16 @@ func (b *bench) openLatencies(ctx context.Context, db *database, pub *publisher,
 	if res.Config.Floor {
 		applied = b.floor.applied()
 	} else {
-		rows, err := db.DB.WithContext(ctx).Raw(`SELECT order_id, version, first_seen_at FROM order_events`).Rows()
-		if err != nil {
+		var rows []struct {
+			OrderID     string
+			Version     int64
+			FirstSeenAt time.Time
+		}
+		if err := db.DB.WithContext(ctx).Raw(`SELECT order_id, version, first_seen_at FROM order_events`).Scan(&rows).Error; err != nil {
 			return fmt.Errorf("read order_events: %w", err)
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var (
-				k scenario.Key
-				t time.Time
-			)
-			if err := rows.Scan(&k.OrderID, &k.Version, &t); err != nil {
-				return fmt.Errorf("read order_events: %w", err)
-			}
-			applied[k] = t
-		}
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("read order_events: %w", err)
+		for _, r := range rows {
+			applied[scenario.Key{OrderID: r.OrderID, Version: r.Version}] = r.FirstSeenAt
 		}
 	}
 	lat, last, err := latencies(pub.msgs, pub.sent, applied)
@@ -341,55 +342,48 @@ func (b *bench) openLatencies(ctx context.Context, db *database, pub *publisher,
 	return nil
 }
 
-// startConsumers starts what consumes the cell's topic and returns how to
-// stop it and when the bridge was started: the worker is ready by then.
-func (b *bench) startConsumers(ctx context.Context, cc cellConfig, db *database, topic, group, tq string) (stop func(), started time.Time, err error) {
-	var running []func()
-	stopAll := func() {
-		// Bridge first (it was started last), then the workers.
-		for i := len(running) - 1; i >= 0; i-- {
-			running[i]()
-		}
-	}
-	// start runs bin with args, its JSON logs going to logDir/name.log, its
-	// HTTP endpoints on a free address passed through addrEnv, and waits
-	// until its /readyz answers 200.
-	start := func(name, bin, addrEnv string, args []string) error {
-		p := procs.New(procs.Spec{Name: name, Path: bin, Args: args, Env: []string{"ORDERFLOW_LOG_LEVEL=warn"},
-			LogPath: filepath.Join(b.logDir, name+".log"), AddrEnv: addrEnv, Ready: "/readyz", ReadyTimeout: 90 * time.Second})
-		if err := p.Start(ctx); err != nil {
-			stopAll()
-			return err
-		}
-		running = append(running, func() { _, _, _ = p.Stop(40 * time.Second) })
-		if strings.HasSuffix(name, "-bridge") {
-			b.bridgeMetrics = p.Addr()
-		}
-		return nil
-	}
+// startConsumers starts what consumes the cell's topic, the floor's
+// worker or orderflow's, then the bridge, and returns how to stop them and
+// when the bridge was started: the worker is ready by then.
+func (b *bench) startConsumers(ctx context.Context, cc cellConfig, db *database, topic string) (stop func(), started time.Time, err error) {
+	tq := uniq.Name("bench-tq")
 	common := []string{"-task-queue", tq, "-database-url", db.DSN, "-temporal-address", b.cfg.TemporalAddress,
 		"-temporal-namespace", b.cfg.TemporalNamespace}
+	var stopWorker func()
 	if cc.Floor {
-		stopFloor, err := startFloorWorker(b.tc, tq, b.floor)
-		if err != nil {
-			return nil, started, err
-		}
-		running = append(running, stopFloor)
+		stopWorker, err = startFloorWorker(b.tc, tq, b.floor)
+	} else {
+		stopWorker, err = b.startProc(ctx, cc.Name+"-worker", b.workerBin, "ORDERFLOW_WORKER_METRICS_ADDR", common)
 	}
-	if !cc.Floor {
-		if err := start(cc.Name+"-worker", b.workerBin, "ORDERFLOW_WORKER_METRICS_ADDR", common); err != nil {
-			return nil, started, err
-		}
-	}
-	args := append(slices.Clone(common), "-topic", topic, "-consumer-group", group,
-		"-rocketmq-namesrv", b.cfg.RocketMQNamesrv,
-		"-concurrency", strconv.Itoa(cc.Concurrency), "-batch-size", strconv.Itoa(cc.BatchSize))
-	args = append(args, cc.BridgeArgs...)
-	started = time.Now()
-	if err := start(cc.Name+"-bridge", b.bridgeBin, "ORDERFLOW_BRIDGE_METRICS_ADDR", args); err != nil {
+	if err != nil {
 		return nil, started, err
 	}
-	return stopAll, started, nil
+	args := append(slices.Clone(common), "-topic", topic, "-consumer-group", uniq.Name("bench-group"),
+		"-rocketmq-namesrv", b.cfg.RocketMQNamesrv,
+		"-concurrency", strconv.Itoa(cc.Concurrency), "-batch-size", strconv.Itoa(cc.BatchSize))
+	started = time.Now()
+	stopBridge, err := b.startProc(ctx, cc.Name+"-bridge", b.bridgeBin, "ORDERFLOW_BRIDGE_METRICS_ADDR", append(args, cc.BridgeArgs...))
+	if err != nil {
+		stopWorker()
+		return nil, started, err
+	}
+	return func() { stopBridge(); stopWorker() }, started, nil
+}
+
+// startProc runs bin with args, its JSON logs going to logDir/name.log and
+// its HTTP endpoints on a free address passed through addrEnv, waits until
+// its /readyz answers 200 and returns how to stop it. A bridge's address
+// is the cell's bridgeMetrics.
+func (b *bench) startProc(ctx context.Context, name, bin, addrEnv string, args []string) (stop func(), err error) {
+	p := procs.New(procs.Spec{Name: name, Path: bin, Args: args, Env: []string{"ORDERFLOW_LOG_LEVEL=warn"},
+		LogPath: filepath.Join(b.logDir, name+".log"), AddrEnv: addrEnv, Ready: "/readyz", ReadyTimeout: 90 * time.Second})
+	if err := p.Start(ctx); err != nil {
+		return nil, err
+	}
+	if strings.HasSuffix(name, "-bridge") {
+		b.bridgeMetrics = p.Addr()
+	}
+	return func() { _, _, _ = p.Stop(40 * time.Second) }, nil
 }
 
 // countSignals reads the bridge's SignalWithStart requests (attempts
@@ -439,4 +433,30 @@ func effectSpan(ctx context.Context, db *database) (first, last time.Time, err e
 		return first, last, fmt.Errorf("first and last effect: %w", err)
 	}
 	return first, last, nil
+}
+
+// closeWorkflows terminates the order workflows of a measured cell that
+// still run: every order with a row in the cell's order_events (the only
+// orders that reached Temporal), or the floor's. Left running, their timers
+// would fire during later cells, with no worker left to run their tasks.
+func (b *bench) closeWorkflows(ctx context.Context, cc cellConfig, db *database) error {
+	var ids []string
+	if cc.Floor {
+		ids = b.floor.orders()
+	} else if err := db.DB.WithContext(ctx).Raw(`SELECT DISTINCT order_id FROM order_events`).Scan(&ids).Error; err != nil {
+		return fmt.Errorf("list the cell's orders: %w", err)
+	}
+	var g errgroup.Group
+	g.SetLimit(16)
+	for _, id := range ids {
+		g.Go(func() error {
+			err := b.tc.TerminateWorkflow(ctx, api.WorkflowID(id), "", "benchmark cell measured")
+			var nf *serviceerror.NotFound // completed already, or never started
+			if err != nil && !errors.As(err, &nf) {
+				return fmt.Errorf("terminate %s: %w", api.WorkflowID(id), err)
+			}
+			return nil
+		})
+	}
+	return g.Wait()
 }

@@ -50,21 +50,19 @@ type costCounters struct {
 }
 
 // readCounters reads the action counter of namespace from the engine's
-// Prometheus endpoint (none: 0), keeping the metrics in the file save when
-// it is named, and the cell database's statistics.
+// Prometheus endpoint, keeping the metrics in the file save when it is
+// named, and the cell database's statistics.
 func readCounters(ctx context.Context, metricsURL, namespace, save string, db *database) (costCounters, error) {
 	var c costCounters
-	if metricsURL != "" {
-		text, err := get(ctx, metricsURL)
-		if err != nil {
-			return c, fmt.Errorf("engine metrics: %w", err)
-		}
-		c.actions = promSum(text, "action", `namespace="`+namespace+`"`)
-		if save != "" {
-			_ = os.WriteFile(save, []byte(text), 0o644)
-		}
+	text, err := get(ctx, metricsURL)
+	if err != nil {
+		return c, fmt.Errorf("engine metrics: %w", err)
 	}
-	err := db.DB.WithContext(ctx).Raw(`SELECT xact_commit + xact_rollback, tup_inserted + tup_updated + tup_deleted
+	c.actions = promSum(text, "action", `namespace="`+namespace+`"`)
+	if save != "" {
+		_ = os.WriteFile(save, []byte(text), 0o644)
+	}
+	err = db.DB.WithContext(ctx).Raw(`SELECT xact_commit + xact_rollback, tup_inserted + tup_updated + tup_deleted
 		FROM pg_stat_database WHERE datname = current_database()`).Row().Scan(&c.xacts, &c.rows)
 	if err != nil {
 		return c, fmt.Errorf("pg_stat_database: %w", err)
@@ -185,7 +183,7 @@ func (b *bench) measureCost(ctx context.Context, db *database, before costCounte
 	case <-time.After(1500 * time.Millisecond):
 	}
 	save := filepath.Join(b.logDir, res.Config.Name+"-engine.metrics.txt")
-	after, err := readCounters(ctx, b.engineMetrics, b.cfg.TemporalNamespace, save, db)
+	after, err := readCounters(ctx, b.e.Metrics, b.cfg.TemporalNamespace, save, db)
 	if err != nil {
 		return err
 	}

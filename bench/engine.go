@@ -8,14 +8,12 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,7 +35,7 @@ const metricsOffset = 9
 // .data/bench-temporal-<name> and, for the server profile, the databases
 // bench_temporal_<name> and its _visibility twin.
 type engine struct {
-	Name, Doc, Profile          string
+	Name, Doc                   string
 	Port, UIPort                int
 	Address, Namespace, Metrics string
 	Data                        string
@@ -61,7 +59,7 @@ func newEngine(name string, shards int, cfg config.Config, root, logDir string) 
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		return nil, fmt.Errorf("DATABASE_URL must be a postgres:// URL, got %q", cfg.DatabaseURL)
 	}
-	e := &engine{Name: name, Profile: name, Port: 7433, UIPort: 8433, Namespace: config.DefaultTemporalNamespace,
+	e := &engine{Name: name, Port: 7433, UIPort: 8433, Namespace: config.DefaultTemporalNamespace,
 		Doc:  "a Temporal dev server (temporal server start-dev, SQLite; scripts/stack.sh profile dev, as make up runs it) started afresh and stopped by the benchmark",
 		Data: filepath.Join(root, ".data", "bench-temporal-"+name), adminURL: cfg.DatabaseURL,
 		script: filepath.Join(root, "scripts", "stack.sh"), logPath: filepath.Join(logDir, name+"-temporal-stack.log")}
@@ -75,7 +73,7 @@ func newEngine(name string, shards int, cfg config.Config, root, logDir string) 
 	}
 	e.Address = "127.0.0.1:" + strconv.Itoa(e.Port)
 	e.Metrics = "http://127.0.0.1:" + strconv.Itoa(e.Port+metricsOffset) + "/metrics"
-	e.vars = []string{"ORDERFLOW_DATA=" + e.Data, "ORDERFLOW_TEMPORAL_PROFILE=" + e.Profile,
+	e.vars = []string{"ORDERFLOW_DATA=" + e.Data, "ORDERFLOW_TEMPORAL_PROFILE=" + name,
 		"ORDERFLOW_TEMPORAL_PORT=" + strconv.Itoa(e.Port), "ORDERFLOW_TEMPORAL_UI_PORT=" + strconv.Itoa(e.UIPort)}
 	if u.Port() != "" {
 		e.vars = append(e.vars, "ORDERFLOW_PG_PORT="+u.Port())
@@ -87,26 +85,10 @@ func newEngine(name string, shards int, cfg config.Config, root, logDir string) 
 	return e, nil
 }
 
-// parseEngines parses -engines: known names, comma-separated, each once.
-func parseEngines(s string) ([]string, error) {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		name := strings.TrimSpace(f)
-		switch {
-		case !slices.Contains(engineNames, name):
-			return nil, fmt.Errorf("unknown engine %q (known: %s)", name, strings.Join(engineNames, ", "))
-		case slices.Contains(out, name):
-			return nil, fmt.Errorf("engine %q named twice", name)
-		}
-		out = append(out, name)
-	}
-	return out, nil
-}
-
 // prepareEngines makes the run's engines and resets each; the caller stops
 // the engines returned, also on an error.
 func prepareEngines(ctx context.Context, o options, cfg config.Config, logDir string) ([]*engine, error) {
-	root, err := repoRoot()
+	root, err := os.Getwd()
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +117,7 @@ func (e *engine) env() []string { return append(os.Environ(), e.vars...) }
 // metrics and UI, the server its frontend, the nine above it (its other
 // services, membership, HTTP API and metrics) and the UI.
 func (e *engine) ports() []int {
-	if e.Profile != "server" {
+	if e.Name != "server" {
 		return []int{e.Port, e.Port + metricsOffset, e.UIPort}
 	}
 	var out []int
@@ -183,14 +165,6 @@ func (e *engine) clear(ctx context.Context) error {
 	return fmt.Errorf("temporal engine %s: %w", e.Name, err)
 }
 
-// up starts this Temporal and waits until it serves; it returns how long
-// that took.
-func (e *engine) up(ctx context.Context) (time.Duration, error) {
-	began := time.Now()
-	err := e.stackDo(ctx, "up")
-	return time.Since(began), err
-}
-
 // down stops this Temporal once, outliving the run's context, keeps its
 // logs beside the run's and empties its folder and databases.
 func (e *engine) down() {
@@ -217,7 +191,7 @@ func (e *engine) down() {
 // folder is named from the repository's root, so that a results file
 // carries no path of the machine that ran it.
 func (e *engine) describe() string {
-	d := fmt.Sprintf("scripts/stack.sh profile %s, frontend 127.0.0.1:%d, UI :%d, data .data/%s", e.Profile, e.Port, e.UIPort, filepath.Base(e.Data))
+	d := fmt.Sprintf("scripts/stack.sh profile %s, frontend 127.0.0.1:%d, UI :%d, data .data/%s", e.Name, e.Port, e.UIPort, filepath.Base(e.Data))
 	if len(e.Databases) > 0 {
 		d += ", databases " + strings.Join(e.Databases, " and ") + " created afresh"
 	}
@@ -244,19 +218,4 @@ func (e *engine) stackDo(ctx context.Context, verb string) error {
 			strings.Join(lines[max(0, len(lines)-5):], "\n"))
 	}
 	return nil
-}
-
-// repoRoot is the nearest folder up from the working directory with
-// scripts/stack.sh.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	for ; err == nil; dir = filepath.Dir(dir) {
-		if _, serr := os.Stat(filepath.Join(dir, "scripts", "stack.sh")); serr == nil {
-			return dir, nil
-		}
-		if filepath.Dir(dir) == dir {
-			err = errors.New("the benchmark needs the repository's scripts/stack.sh: run it from the repository (make bench)")
-		}
-	}
-	return "", err
 }

@@ -9,17 +9,6 @@ import (
 	"github.com/orderflow/orderflow/config"
 )
 
-func TestParseEngines(t *testing.T) {
-	if names, err := parseEngines(" server , dev"); err != nil || !slices.Equal(names, []string{"server", "dev"}) {
-		t.Errorf("engines %v, %v; want server then dev", names, err)
-	}
-	for _, bad := range []string{"", "dev,", "dev,server,dev", "sqlite", "stack"} {
-		if _, err := parseEngines(bad); err == nil {
-			t.Errorf("parseEngines(%q) accepted it", bad)
-		}
-	}
-}
-
 // TestNewEngine: each engine has ports, a folder and databases of its own,
 // and its variables override those the benchmark inherited (exec keeps
 // the last value of a key).

@@ -12,8 +12,6 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 	"gorm.io/gorm"
 
-	"github.com/orderflow/orderflow/internal/mq"
-	"github.com/orderflow/orderflow/internal/procs"
 	"github.com/orderflow/orderflow/internal/uniq"
 	"github.com/orderflow/orderflow/migrations"
 	"github.com/orderflow/orderflow/store"
@@ -101,19 +99,6 @@ func adminExec(ctx context.Context, adminURL string, stmts ...string) error {
 	return nil
 }
 
-// createTopic creates a topic with the given number of queues on the broker
-// and waits until the name server routes every queue, for up to two
-// minutes: on a busy machine the broker's registration can take more than
-// 30 s.
-func createTopic(ctx context.Context, namesrv []string, broker, name string, queues int) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	if err := mq.CreateTopic(ctx, namesrv, broker, name, queues); err != nil {
-		return fmt.Errorf("%w; %s", err, makeUp)
-	}
-	return nil
-}
-
 // dialCheck fails when nothing listens at addr, naming what should.
 func dialCheck(what, addr string) error {
 	conn, err := net.DialTimeout("tcp", addr, 3*time.Second)
@@ -121,13 +106,4 @@ func dialCheck(what, addr string) error {
 		return fmt.Errorf("%s at %s is unreachable (%w); %s", what, addr, err, makeUp)
 	}
 	return conn.Close()
-}
-
-// buildBinaries builds the worker and the bridge into dir.
-func buildBinaries(ctx context.Context, dir string) (worker, bridge string, err error) {
-	if worker, err = procs.Build(ctx, "github.com/orderflow/orderflow/worker", dir); err != nil {
-		return "", "", err
-	}
-	bridge, err = procs.Build(ctx, "github.com/orderflow/orderflow/starter", dir)
-	return worker, bridge, err
 }

@@ -41,11 +41,15 @@ import (
 
 	"github.com/orderflow/orderflow/config"
 	"github.com/orderflow/orderflow/internal/mq"
+	"github.com/orderflow/orderflow/internal/procs"
 )
 
-// bench holds the settings and shared resources of a benchmark run.
+// bench holds the settings and shared resources of a benchmark run; each
+// engine's phases run on a copy pointed at that engine.
 type bench struct {
 	cfg                  config.Config
+	o                    options
+	out                  io.Writer
 	namesrv              []string
 	broker               string
 	workerBin, bridgeBin string
@@ -54,11 +58,11 @@ type bench struct {
 	bridgeMetrics string
 	// cpu samples the machine's processes for the whole run.
 	cpu *cpuSampler
-	// tc is the current engine's client and engineMetrics its Prometheus
-	// endpoint; floor receives the current floor cell's events.
-	tc            client.Client
-	engineMetrics string
-	floor         *floorTracker
+	// e is the current engine and tc its client; floor receives the
+	// current floor cell's events.
+	e     *engine
+	tc    client.Client
+	floor *floorTracker
 }
 
 // options are the command's flags.
@@ -81,26 +85,24 @@ type options struct {
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	// The benchmark is a module of its own (bench/): it works from the
-	// repository's root, where the paths of its flags, scripts/stack.sh and
-	// the packages it builds are.
-	err := chdirRoot()
-	if err == nil {
-		err = run(ctx, os.Args[1:], os.Stdout)
-	}
-	if err != nil {
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-// chdirRoot makes the repository's root the working directory.
+// chdirRoot makes the nearest folder up from the working directory with
+// scripts/stack.sh the working directory.
 func chdirRoot() error {
-	root, err := repoRoot()
-	if err != nil {
-		return err
+	for dir, err := os.Getwd(); err == nil; dir = filepath.Dir(dir) {
+		if _, serr := os.Stat(filepath.Join(dir, "scripts", "stack.sh")); serr == nil {
+			return os.Chdir(dir)
+		}
+		if filepath.Dir(dir) == dir {
+			break
+		}
 	}
-	return os.Chdir(root)
+	return errors.New("the benchmark needs the repository's scripts/stack.sh: run it from the repository (make bench)")
 }
 
 // phaseNames are the phases of an engine, in the order they run.
@@ -146,34 +148,34 @@ func parse(args []string) (config.Config, options, error) {
 	}
 	o.seed = int64(seed)
 	var err error
-	if o.engines, err = parseEngines(enginesFlag); err != nil {
+	if o.engines, err = parseNames(enginesFlag, engineNames); err != nil {
 		return cfg, o, fmt.Errorf("-engines: %w", err)
 	}
-	if o.phases, err = parsePhases(phasesFlag); err != nil {
+	if o.phases, err = parseNames(phasesFlag, phaseNames); err != nil {
 		return cfg, o, fmt.Errorf("-phases: %w", err)
+	}
+	// Phases run in their own order; open's sweeps start from e2e's and
+	// floor's rates.
+	slices.SortFunc(o.phases, func(a, b string) int { return slices.Index(phaseNames, a) - slices.Index(phaseNames, b) })
+	if slices.Contains(o.phases, "open") && !(slices.Contains(o.phases, "e2e") && slices.Contains(o.phases, "floor")) {
+		return cfg, o, errors.New("-phases: the open phase needs the e2e and floor phases")
 	}
 	return cfg, o, o.check()
 }
 
-// parsePhases parses -phases: known names, each once, run in phaseNames'
-// order; open needs e2e and floor (its sweeps start from their rates).
-func parsePhases(s string) ([]string, error) {
-	want := map[string]bool{}
+// parseNames parses a comma-separated list of known names, each named
+// once.
+func parseNames(s string, known []string) ([]string, error) {
+	var out []string
 	for _, f := range strings.Split(s, ",") {
 		name := strings.TrimSpace(f)
-		if !slices.Contains(phaseNames, name) {
-			return nil, fmt.Errorf("unknown phase %q (known: %s)", name, strings.Join(phaseNames, ", "))
+		switch {
+		case !slices.Contains(known, name):
+			return nil, fmt.Errorf("unknown name %q (known: %s)", name, strings.Join(known, ", "))
+		case slices.Contains(out, name):
+			return nil, fmt.Errorf("%q named twice", name)
 		}
-		want[name] = true
-	}
-	if want["open"] && !(want["e2e"] && want["floor"]) {
-		return nil, errors.New("the open phase needs the e2e and floor phases")
-	}
-	var out []string
-	for _, name := range phaseNames {
-		if want[name] {
-			out = append(out, name)
-		}
+		out = append(out, name)
 	}
 	return out, nil
 }
@@ -209,6 +211,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// The benchmark, a module of its own (bench/), works from the
+	// repository's root, where its flags' paths and scripts/stack.sh are.
+	if err := chdirRoot(); err != nil {
+		return err
+	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	mq.UseSlog(slog.Default(), slog.LevelError)
 	// The commit before the run writes its chart, a tracked file.
@@ -227,13 +234,16 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "building worker and bridge ...\n")
-	if b.workerBin, b.bridgeBin, err = buildBinaries(ctx, b.logDir); err != nil {
+	if b.workerBin, err = procs.Build(ctx, "github.com/orderflow/orderflow/worker", b.logDir); err != nil {
+		return err
+	}
+	if b.bridgeBin, err = procs.Build(ctx, "github.com/orderflow/orderflow/starter", b.logDir); err != nil {
 		return err
 	}
 	b.cpu = startCPUSampler(ctx, 500*time.Millisecond)
 	defer b.cpu.Stop()
 	for _, e := range engines {
-		er, err := b.runEngine(ctx, e, o, out)
+		er, err := b.runEngine(ctx, e)
 		if err != nil {
 			return fmt.Errorf("[%s] %w", e.Name, err)
 		}
@@ -245,7 +255,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 // newBench checks that the stack's broker answers and makes the run's log
 // directory.
 func newBench(cfg config.Config, o options, out io.Writer) (*bench, error) {
-	b := &bench{cfg: cfg}
+	b := &bench{cfg: cfg, o: o, out: out}
 	for _, a := range strings.Split(cfg.RocketMQNamesrv, ",") {
 		if a = strings.TrimSpace(a); a != "" {
 			b.namesrv = append(b.namesrv, a)

@@ -4,126 +4,103 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"runtime"
 	"strconv"
 	"sync"
 	"time"
 
-	"go.temporal.io/sdk/client"
-
 	"github.com/orderflow/orderflow/internal/obs"
 	"github.com/orderflow/orderflow/scenario"
 )
 
-// enginePhases runs the phases of one engine: each method measures one
-// phase into the engine's result and prints its lines.
-type enginePhases struct {
-	b   *bench // pointed at the engine
-	e   *engine
-	tc  client.Client
-	o   options
-	out io.Writer
-}
-
 // printf prints a line of the engine's output, tagged with its name.
-func (p *enginePhases) printf(format string, args ...any) {
-	fmt.Fprintf(p.out, p.e.tag()+format+"\n", args...)
+func (b *bench) printf(format string, args ...any) {
+	fmt.Fprintf(b.out, b.e.tag()+format+"\n", args...)
 }
 
 // cell is the phase's cell config of name on this engine, with the run's
 // bridge and worker settings.
-func (p *enginePhases) cell(name string, orders int, dupRate float64) cellConfig {
-	return cellConfig{Name: p.e.Name + "-" + name, Orders: orders, Concurrency: p.o.concurrency,
-		BatchSize: p.o.batch, Seed: p.o.seed, DupRate: dupRate}
+func (b *bench) cell(name string, orders int, dupRate float64) cellConfig {
+	return cellConfig{Name: b.e.Name + "-" + name, Orders: orders, Concurrency: b.o.concurrency,
+		BatchSize: b.o.batch, Seed: b.o.seed, DupRate: dupRate}
 }
 
-// runEngine starts the engine, runs its phases and stops it.
-func (b *bench) runEngine(ctx context.Context, e *engine, o options, out io.Writer) (engineResult, error) {
+// runEngine starts the engine, runs its phases on a copy of b pointed at
+// it (each phase measures into the engine's result and prints its lines)
+// and stops it.
+func (b *bench) runEngine(ctx context.Context, e *engine) (engineResult, error) {
 	began := time.Now()
 	er := engineResult{Name: e.Name, Doc: e.Doc, Address: e.Address}
-	p, stop, err := b.startEngine(ctx, e, o, &er, out)
+	err := e.stackDo(ctx, "up")
+	er.StartedBy, er.StartSeconds = e.describe(), time.Since(began).Seconds()
 	if err != nil {
 		return er, err
 	}
+	fmt.Fprintf(b.out, "%sTemporal: %s, started in %.1fs (%s)\n", e.tag(), e.Doc, er.StartSeconds, er.StartedBy)
+	eb := *b
+	eb.e = e
+	eb.cfg.TemporalAddress, eb.cfg.TemporalNamespace = e.Address, e.Namespace
+	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	eb.tc, err = obs.NewTemporalClient(dctx, eb.cfg, slog.Default(), nil)
+	cancel()
+	if err != nil {
+		return er, err
+	}
+	stop := sync.OnceFunc(func() {
+		eb.tc.Close()
+		e.down()
+	})
 	defer stop()
 	phases := map[string]func(context.Context, *engineResult) error{
-		"e2e": p.e2e, "floor": p.floor, "dup": p.duplicates, "hot": p.hot, "open": p.openLoop,
+		"e2e": eb.e2e, "floor": eb.floorDrain, "dup": eb.duplicates, "hot": eb.hot, "open": eb.openLoop,
 	}
 	er.PhaseTook = map[string]string{}
-	for _, name := range o.phases {
+	for _, name := range b.o.phases {
 		t := time.Now()
 		if err := phases[name](ctx, &er); err != nil {
 			return er, err
 		}
 		er.PhaseTook[name] = time.Since(t).Round(time.Second).String()
-		p.printf("phase %s took %s", name, er.PhaseTook[name])
+		eb.printf("phase %s took %s", name, er.PhaseTook[name])
 	}
 	stop()
 	er.Took = time.Since(began).Round(time.Second).String()
-	p.printf("took %s", er.Took)
+	eb.printf("took %s", er.Took)
 	return er, nil
 }
 
-// startEngine starts the engine and connects to it; the returned function
-// closes the client and stops the engine, once.
-func (b *bench) startEngine(ctx context.Context, e *engine, o options, er *engineResult, out io.Writer) (*enginePhases, func(), error) {
-	d, err := e.up(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	er.StartedBy, er.StartSeconds = e.describe(), d.Seconds()
-	fmt.Fprintf(out, "%sTemporal: %s, started in %.1fs (%s)\n", e.tag(), e.Doc, d.Seconds(), er.StartedBy)
-	eb := *b
-	eb.cfg.TemporalAddress, eb.cfg.TemporalNamespace = e.Address, e.Namespace
-	eb.engineMetrics = e.Metrics
-	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	tc, err := obs.NewTemporalClient(dctx, eb.cfg, slog.Default(), nil)
-	cancel()
-	if err != nil {
-		e.down()
-		return nil, nil, err
-	}
-	eb.tc = tc
-	stop := sync.OnceFunc(func() {
-		tc.Close()
-		e.down()
-	})
-	return &enginePhases{b: &eb, e: e, tc: tc, o: o, out: out}, stop, nil
-}
-
 // e2e is orderflow draining the e2e backlog.
-func (p *enginePhases) e2e(ctx context.Context, er *engineResult) error {
-	e2e, err := p.b.runCell(ctx, p.cell("e2e", p.o.orders, 0.2))
+func (b *bench) e2e(ctx context.Context, er *engineResult) error {
+	e2e, err := b.runCell(ctx, b.cell("e2e", b.o.orders, 0.2))
 	if err != nil {
 		return fmt.Errorf("e2e: %w", err)
 	}
 	er.E2E = e2e
-	p.printf("e2e:      %s", describeDrain(e2e))
+	b.printf("e2e:      %s", describeDrain(e2e))
 	if e2e.CPU != nil {
-		p.printf("cpu:      %s", describeCPU(e2e))
+		b.printf("cpu:      %s", describeCPU(e2e))
 	}
-	p.printf("cost:     %s", e2e.Cost)
+	b.printf("cost:     %s", e2e.Cost)
 	return nil
 }
 
 // floor is the engine's floor draining the e2e backlog: the same stream
 // through the same bridge into a workflow that only receives its signals;
 // orderflow/floor is orderflow's own overhead.
-func (p *enginePhases) floor(ctx context.Context, er *engineResult) error {
-	cc := p.cell("floor", p.o.orders, 0.2)
+func (b *bench) floorDrain(ctx context.Context, er *engineResult) error {
+	cc := b.cell("floor", b.o.orders, 0.2)
 	cc.Floor = true
-	r, err := p.b.runCell(ctx, cc)
+	r, err := b.runCell(ctx, cc)
 	if err != nil {
 		return fmt.Errorf("floor: %w", err)
 	}
 	er.Floor = &r
-	p.printf("floor:    %s", describeDrain(r))
-	p.printf("cost:     %s", r.Cost)
+	b.printf("floor:    %s", describeDrain(r))
+	b.printf("cost:     %s", r.Cost)
 	if er.E2E.Rate > 0 {
 		er.FloorRatio = er.E2E.Rate / r.Rate
-		p.printf("floor:    orderflow/floor = %.2f (distinct events/s, both draining a backlog of the same scenario)", er.FloorRatio)
+		b.printf("floor:    orderflow/floor = %.2f (distinct events/s, both draining a backlog of the same scenario)", er.FloorRatio)
 	}
 	return nil
 }
@@ -131,11 +108,11 @@ func (p *enginePhases) floor(ctx context.Context, er *engineResult) error {
 // duplicates is the drain without duplicates (A) and with -dup-rate (B),
 // -dup-orders each, run A B B A so that a store growing from cell to cell
 // weighs on both alike; the ratio is of the means of each pair.
-func (p *enginePhases) duplicates(ctx context.Context, er *engineResult) error {
-	dupName := fmt.Sprintf("dup%.0f", 100*p.o.dupRate)
-	for i, rate := range []float64{0, p.o.dupRate, p.o.dupRate, 0} {
+func (b *bench) duplicates(ctx context.Context, er *engineResult) error {
+	dupName := fmt.Sprintf("dup%.0f", 100*b.o.dupRate)
+	for i, rate := range []float64{0, b.o.dupRate, b.o.dupRate, 0} {
 		name := map[bool]string{true: "dup0", false: dupName}[rate == 0]
-		r, err := p.b.runCell(ctx, p.cell(fmt.Sprintf("%s-%d", name, i+1), p.o.dupOrders, rate))
+		r, err := b.runCell(ctx, b.cell(fmt.Sprintf("%s-%d", name, i+1), b.o.dupOrders, rate))
 		if err != nil {
 			return fmt.Errorf("duplicates, cell %d of A B B A: %w", i+1, err)
 		}
@@ -144,42 +121,42 @@ func (p *enginePhases) duplicates(ctx context.Context, er *engineResult) error {
 		} else {
 			er.Dup = append(er.Dup, r)
 		}
-		p.printf("%-9s %s", fmt.Sprintf("%.0f%% dups:", 100*rate), describeDrain(r))
-		p.printf("cost:     %.0f%% dups %s", 100*rate, r.Cost)
+		b.printf("%-9s %s", fmt.Sprintf("%.0f%% dups:", 100*rate), describeDrain(r))
+		b.printf("cost:     %.0f%% dups %s", 100*rate, r.Cost)
 	}
 	mean := func(rs []cellResult) float64 { return (rs[0].Rate + rs[1].Rate) / 2 }
 	er.DupRatio = mean(er.Dup) / mean(er.NoDup)
-	p.printf("dups:     %.0f%% duplicates / none = %.2f in distinct events/s (means of A B B A: %.1f / %.1f)",
-		100*p.o.dupRate, er.DupRatio, mean(er.Dup), mean(er.NoDup))
+	b.printf("dups:     %.0f%% duplicates / none = %.2f in distinct events/s (means of A B B A: %.1f / %.1f)",
+		100*b.o.dupRate, er.DupRatio, mean(er.Dup), mean(er.NoDup))
 	return nil
 }
 
 // hot is one order receiving -hot-events events; every run of its workflow
 // must end by continue-as-new.
-func (p *enginePhases) hot(ctx context.Context, er *engineResult) error {
-	o := p.o
+func (b *bench) hot(ctx context.Context, er *engineResult) error {
+	o := b.o
 	if o.hotEvents == 0 {
 		return nil
 	}
-	cc := p.cell("hot", 1, 0)
+	cc := b.cell("hot", 1, 0)
 	cc.BridgeArgs = []string{"-workflow-max-events", strconv.Itoa(o.hotMaxEvents)}
 	cc.generate = func(prefix string) (*scenario.Scenario, error) { return hotScenario(prefix, o.hotEvents, time.Now()) }
 	cc.inspect = func(ctx context.Context, r *cellResult) error {
-		hr, err := checkHot(ctx, p.tc, p.e.Namespace, scenario.OrderID(r.Prefix, 0))
+		hr, err := checkHot(ctx, b.tc, b.e.Namespace, scenario.OrderID(r.Prefix, 0))
 		r.Hot = &hr
 		if err == nil && o.hotMaxEvents > 0 && o.hotEvents > o.hotMaxEvents && hr.Runs < 2 {
 			err = fmt.Errorf("%d events with -workflow-max-events %d made no continue-as-new: %s", o.hotEvents, o.hotMaxEvents, hr)
 		}
 		return err
 	}
-	hot, err := p.b.runCell(ctx, cc)
+	hot, err := b.runCell(ctx, cc)
 	if err != nil {
 		return fmt.Errorf("hot order: %w", err)
 	}
 	er.Hot = &hot
-	p.printf("hot:      %d events of one order (batch size %d) drained in %.1fs = %.1f events/s, continuing as new every %d events; %d signals; its workflow: %s",
+	b.printf("hot:      %d events of one order (batch size %d) drained in %.1fs = %.1f events/s, continuing as new every %d events; %d signals; its workflow: %s",
 		hot.Events, o.batch, hot.Elapsed.Seconds(), hot.Rate, o.hotMaxEvents, hot.Signals, hot.Hot)
-	p.printf("cost:     hot order %s", hot.Cost)
+	b.printf("cost:     hot order %s", hot.Cost)
 	return nil
 }
 
@@ -187,13 +164,13 @@ func (p *enginePhases) hot(ctx context.Context, er *engineResult) error {
 // backlog drain's rate, then of the engine's floor from orderflow's
 // capacity (the floor does less work: its capacity is not expected below
 // it), and the goals' verdicts.
-func (p *enginePhases) openLoop(ctx context.Context, er *engineResult) error {
+func (b *bench) openLoop(ctx context.Context, er *engineResult) error {
 	var err error
-	if er.Sweep, err = p.sweep(ctx, "orderflow", er.E2E, p.o.sweep.Start*er.E2E.Rate); err != nil {
+	if er.Sweep, err = b.sweep(ctx, "orderflow", er.E2E, b.o.sweep.Start*er.E2E.Rate); err != nil {
 		return err
 	}
-	start := cmp.Or(er.Sweep.Capacity, p.o.sweep.Start*er.Floor.Rate)
-	if er.FloorSweep, err = p.sweep(ctx, "floor", *er.Floor, start); err != nil {
+	start := cmp.Or(er.Sweep.Capacity, b.o.sweep.Start*er.Floor.Rate)
+	if er.FloorSweep, err = b.sweep(ctx, "floor", *er.Floor, start); err != nil {
 		return err
 	}
 	of, fl := er.Sweep, er.FloorSweep
@@ -204,9 +181,9 @@ func (p *enginePhases) openLoop(ctx context.Context, er *engineResult) error {
 		name string
 		r    *sweepResult
 	}{{"orderflow", of}, {"floor", fl}} {
-		p.printf("goal:     %s p99 <= %s up to 0.9 x capacity: %s", s.name, ms(goalP99), verdict(s.r.Near != nil && judge(*s.r.Half) == "" && judge(*s.r.Near) == ""))
+		b.printf("goal:     %s p99 <= %s up to 0.9 x capacity: %s", s.name, ms(goalP99), verdict(s.r.Near != nil && judge(*s.r.Half) == "" && judge(*s.r.Near) == ""))
 	}
-	p.printf("goal:     orderflow's capacity >= 0.9 x the floor's: %s (%s)", verdict(er.CapacityRatio >= 0.9), figure(er.CapacityRatio, 3))
+	b.printf("goal:     orderflow's capacity >= 0.9 x the floor's: %s (%s)", verdict(er.CapacityRatio >= 0.9), figure(er.CapacityRatio, 3))
 	return nil
 }
 
@@ -219,24 +196,24 @@ func verdict(reached bool) string {
 // floor's when drain is the floor's) from start up until a step fails,
 // then runs the cells at 0.5 and 0.9 × the capacity found, the latter with
 // the engine's work per event.
-func (p *enginePhases) sweep(ctx context.Context, name string, drain cellResult, start float64) (*sweepResult, error) {
-	plan := p.o.sweep
+func (b *bench) sweep(ctx context.Context, name string, drain cellResult, start float64) (*sweepResult, error) {
+	plan := b.o.sweep
 	perOrder := float64(drain.Events) / float64(drain.Config.Orders)
 	run := func(label string, offered float64, d time.Duration, cost bool) (cellResult, error) {
-		cc := p.cell(fmt.Sprintf("%s-%s-%.0f", name, label, offered), ordersFor(offered, d, perOrder), 0.2)
+		cc := b.cell(fmt.Sprintf("%s-%s-%.0f", name, label, offered), ordersFor(offered, d, perOrder), 0.2)
 		cc.Floor, cc.Offered, cc.noCost = drain.Config.Floor, offered, !cost
 		cc.Seed += int64(offered)
-		r, err := p.b.runCell(ctx, cc)
+		r, err := b.runCell(ctx, cc)
 		if err != nil {
 			return r, fmt.Errorf("%s sweep at %.1f events/s: %w", name, offered, err)
 		}
 		r.Verdict = cmp.Or(judge(r), "pass")
-		fmt.Fprintf(p.out, "| %s | %s | %.1f | %.1f | %s | %s | %.1fs | %s |\n", name, label, offered, r.Rate, ms(r.P50), ms(r.P99), r.Tail.Seconds(), r.Verdict)
+		fmt.Fprintf(b.out, "| %s | %s | %.1f | %.1f | %s | %s | %.1fs | %s |\n", name, label, offered, r.Rate, ms(r.P50), ms(r.P99), r.Tail.Seconds(), r.Verdict)
 		return r, nil
 	}
-	p.printf("sweep:    %s at steady rates from %.1f events/s, x %.2f per step of %s until one fails, then once between (at most %d steps); pass: p99 <= %s, achieved >= %.2f x offered, last event applied <= %s after the last publish",
+	b.printf("sweep:    %s at steady rates from %.1f events/s, x %.2f per step of %s until one fails, then once between (at most %d steps); pass: p99 <= %s, achieved >= %.2f x offered, last event applied <= %s after the last publish",
 		name, start, plan.Factor, plan.Step, plan.MaxSteps, ms(goalP99), minAchieved, maxTail)
-	fmt.Fprintf(p.out, "| sweep | cell | offered events/s | achieved events/s | p50 | p99 | tail | verdict |\n|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(b.out, "| sweep | cell | offered events/s | achieved events/s | p50 | p99 | tail | verdict |\n|---|---|---|---|---|---|---|---|\n")
 	sr := &sweepResult{}
 	var pts []sweepPoint
 	for rate := plan.next(start, nil); rate > 0; rate = plan.next(start, pts) {
@@ -248,7 +225,7 @@ func (p *enginePhases) sweep(ctx context.Context, name string, drain cellResult,
 		pts = append(pts, sweepPoint{Offered: rate, Pass: judge(r) == ""})
 	}
 	if sr.Capacity = capacity(pts); sr.Capacity == 0 {
-		p.printf("capacity: %s: no step passed", name)
+		b.printf("capacity: %s: no step passed", name)
 		return sr, nil
 	}
 	for _, c := range []struct {
@@ -266,9 +243,9 @@ func (p *enginePhases) sweep(ctx context.Context, name string, drain cellResult,
 	if _, fail := bounds(pts); fail == 0 {
 		bound = " (a lower bound: no step failed)"
 	}
-	p.printf("capacity: %s %.1f events/s%s; at 0.5 x: p50 %s p99 %s; at 0.9 x: p50 %s p99 %s",
+	b.printf("capacity: %s %.1f events/s%s; at 0.5 x: p50 %s p99 %s; at 0.9 x: p50 %s p99 %s",
 		name, sr.Capacity, bound, ms(sr.Half.P50), ms(sr.Half.P99), ms(sr.Near.P50), ms(sr.Near.P99))
-	p.printf("cost:     %s at 0.9 x capacity %s", name, sr.Near.Cost)
+	b.printf("cost:     %s at 0.9 x capacity %s", name, sr.Near.Cost)
 	return sr, nil
 }
 
