@@ -18,7 +18,7 @@ func TestWorkerReachesTemporalOverTLSWithAPIKey(t *testing.T) {
 	key := "planted-api-key-" + uniq.Name("tls")
 	p := startWorker(t, dsn, uniq.Name("tls"), "-temporal-address", proxy.Addr(), "-temporal-api-key", key,
 		"-temporal-tls-server-ca-cert-path", proxy.CAFile)
-	if status, body := p.get("/readyz"); status != 200 {
+	if status, body := p.ready(); status != 200 {
 		t.Errorf("/readyz = %d: %s", status, body)
 	}
 	if proxy.Handshakes() == 0 || !proxy.SawAuthorization("Bearer "+key) {

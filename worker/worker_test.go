@@ -210,6 +210,21 @@ func (p *proc) get(path string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// ready polls /readyz until it answers 200, for up to 20 s, and returns
+// the last answer: the readiness checks run in the background, and their
+// first run may end after the worker has logged that it polls.
+func (p *proc) ready() (int, string) {
+	p.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, body := p.get("/readyz")
+		if code == http.StatusOK || time.Now().After(deadline) {
+			return code, body
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // runWorker runs the worker binary with args until it exits and returns its
 // exit code, its output, and an error when it could not be started.
 func runWorker(t *testing.T, args ...string) (code int, out string, err error) {
@@ -234,7 +249,7 @@ func TestWorkerSurvivesSIGKILL(t *testing.T) {
 	if code, body := first.get("/healthz"); code != 200 {
 		t.Fatalf("/healthz = %d %s", code, body)
 	}
-	if code, body := first.get("/readyz"); code != 200 || !strings.Contains(body, `"name":"postgres","ok":true`) ||
+	if code, body := first.ready(); code != 200 || !strings.Contains(body, `"name":"postgres","ok":true`) ||
 		!strings.Contains(body, `"name":"temporal","ok":true`) {
 		t.Fatalf("/readyz = %d %s", code, body)
 	}
