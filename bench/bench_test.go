@@ -63,41 +63,30 @@ func TestParseRejectsBadFlags(t *testing.T) {
 }
 
 func TestPromSum(t *testing.T) {
-	text := `# HELP x
-temporal_request_latency_seconds_sum{operation="SignalWithStartWorkflowExecution",ns="a"} 2.5
-temporal_request_latency_seconds_sum{operation="SignalWithStartWorkflowExecution",ns="b"} 1.5
-temporal_request_latency_seconds_sum{operation="Check"} 100
-temporal_request_latency_seconds_count{operation="SignalWithStartWorkflowExecution"} 8
-temporal_request_latency_seconds_sum_other 7
-plain_total 3
+	text := `# TYPE temporal_request_total counter
+temporal_request_total{operation="SignalWithStartWorkflowExecution",ns="a"} 2
+temporal_request_total{operation="SignalWithStartWorkflowExecution",ns="b"} 3
+temporal_request_total{operation="SignalWithStartWorkflowExecutionX"} 100
+temporal_request_total{operation="Check"} 100
+# TYPE action gauge
+action{namespace="default"} 7
 `
-	if got := promSum(text, "temporal_request_latency_seconds_sum", `operation="SignalWithStartWorkflowExecution"`); got != 4 {
-		t.Errorf("filtered sum = %v, want 4", got)
+	for _, c := range []struct {
+		metric, name, value string
+		want                float64
+	}{
+		{"temporal_request_total", "operation", "SignalWithStartWorkflowExecution", 5},
+		{"action", "namespace", "default", 7},
+		{"action", "namespace", "other", 0},
+		{"missing", "namespace", "default", 0},
+	} {
+		if got, err := promSum(text, c.metric, c.name, c.value); err != nil || got != c.want {
+			t.Errorf("promSum(%s, %s=%s) = %v, %v; want %v", c.metric, c.name, c.value, got, err, c.want)
+		}
 	}
-	if got := promSum(text, "temporal_request_latency_seconds_sum", ""); got != 104 {
-		t.Errorf("unfiltered sum = %v, want 104", got)
+	if _, err := promSum("x{", "x", "a", "b"); err == nil {
+		t.Error("malformed text was summed")
 	}
-	if got := promSum(text, "plain_total", ""); got != 3 {
-		t.Errorf("unlabelled sample = %v, want 3", got)
-	}
-	if got := promSum(text, "missing", ""); got != 0 {
-		t.Errorf("missing metric = %v, want 0", got)
-	}
-}
-
-// readPNG decodes the PNG at path, failing the test if it is not one.
-func readPNG(t *testing.T, path string) image.Image {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	img, err := png.Decode(f)
-	if err != nil {
-		t.Fatalf("decode %s: %v", path, err)
-	}
-	return img
 }
 
 // pixelsOf counts the pixels of img that are exactly c.
@@ -143,7 +132,16 @@ func TestDrawSweepChart(t *testing.T) {
 		if err := drawSweepChart(path, res); err != nil {
 			t.Fatal(err)
 		}
-		return readPNG(t, path)
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		img, err := png.Decode(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return img
 	}
 	two := draw(results{Engines: []engineResult{sweptEngine("dev", 200), sweptEngine("server", 120)}})
 	if b := two.Bounds(); b.Dx() != 860 || b.Dy() != 720 {
@@ -191,28 +189,18 @@ func TestSummaryLines(t *testing.T) {
 }
 
 // TestWriteResults: a run's results file is named by its start (UTC) and
-// commit, and reads back as the results written.
+// commit, and holds the results as JSON.
 func TestWriteResults(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "results")
 	res := results{Started: time.Date(2026, 11, 22, 19, 40, 4, 0, time.FixedZone("x", 3600)), Commit: "94a5002",
 		Engines: []engineResult{sweptEngine("dev", 210.7)}}
 	path, err := writeResults(dir, res)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := filepath.Join(dir, "2026-11-22T184004Z-94a5002.json"); path != want {
-		t.Errorf("results file %s, want %s", path, want)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
+	if want := filepath.Join(dir, "2026-11-22T184004Z-94a5002.json"); err != nil || path != want {
+		t.Fatalf("results file %s, %v; want %s", path, err, want)
 	}
 	var back results
-	if err := json.Unmarshal(data, &back); err != nil {
-		t.Fatal(err)
-	}
-	if len(back.Engines) != 1 || back.Engines[0].E2E.Rate != 210.7 ||
-		len(back.Engines[0].Sweep.Steps) != 3 || back.Engines[0].FloorSweep.Near.Cost.Actions != 3.456 || back.Machine == "" {
-		t.Errorf("read back %+v", back)
+	if data, err := os.ReadFile(path); err != nil || json.Unmarshal(data, &back) != nil ||
+		back.Engines[0].FloorSweep.Near.Cost.Actions != 3.456 || back.Machine == "" {
+		t.Errorf("read back %+v, %v", back, err)
 	}
 }

@@ -13,6 +13,9 @@ import (
 	"strings"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"go.temporal.io/api/serviceerror"
 	"golang.org/x/sync/errgroup"
 
@@ -234,7 +237,9 @@ func (pub *publisher) run(ctx context.Context, rate float64) error {
 // row, or the floor's receipt.
 func (b *bench) warmApplied(cc cellConfig, db *database) func(context.Context, scenario.Key) (bool, error) {
 	if cc.Floor {
-		return func(_ context.Context, k scenario.Key) (bool, error) { return b.floor.has(k), nil }
+		return func(_ context.Context, k scenario.Key) (bool, error) {
+			return slices.Contains(b.floor.orders(), k.OrderID), nil
+		}
 	}
 	return func(ctx context.Context, k scenario.Key) (bool, error) {
 		var n int64
@@ -391,31 +396,32 @@ func (b *bench) startProc(ctx context.Context, name, bin, addrEnv string, args [
 // logDir.
 func (b *bench) countSignals(ctx context.Context, res *cellResult) {
 	text, err := get(ctx, "http://"+b.bridgeMetrics+"/metrics")
+	if err == nil {
+		_ = os.WriteFile(filepath.Join(b.logDir, res.Config.Name+"-bridge.metrics.txt"), []byte(text), 0o644)
+		var n float64
+		n, err = promSum(text, "temporal_request_total", "operation", "SignalWithStartWorkflowExecution")
+		res.Signals = int(n)
+	}
 	if err != nil {
 		slog.Warn("bench: bridge metrics", "err", err)
-		return
 	}
-	_ = os.WriteFile(filepath.Join(b.logDir, res.Config.Name+"-bridge.metrics.txt"), []byte(text), 0o644)
-	res.Signals = int(promSum(text, "temporal_request_total", `operation="SignalWithStartWorkflowExecution"`))
 }
 
-// promSum adds the values of the samples of metric whose labels contain
-// filter, in Prometheus text format.
-func promSum(text, metric, filter string) float64 {
+// promSum adds the values of metric's samples that have the label
+// name=value, in Prometheus text format.
+func promSum(text, metric, name, value string) (float64, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := p.TextToMetricFamilies(strings.NewReader(text))
+	if err != nil {
+		return 0, err
+	}
 	var total float64
-	for _, line := range strings.Split(text, "\n") {
-		if !strings.HasPrefix(line, metric+"{") && !strings.HasPrefix(line, metric+" ") {
-			continue
-		}
-		if filter != "" && !strings.Contains(line, filter) {
-			continue
-		}
-		f := strings.Fields(line)
-		if v, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil {
-			total += v
+	for _, m := range families[metric].GetMetric() {
+		if slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == name && l.GetValue() == value }) {
+			total += m.GetCounter().GetValue() + m.GetGauge().GetValue() + m.GetUntyped().GetValue()
 		}
 	}
-	return total
+	return total, nil
 }
 
 // effectSpan is the time of the run's first and last database effects:

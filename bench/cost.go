@@ -58,7 +58,9 @@ func readCounters(ctx context.Context, metricsURL, namespace, save string, db *d
 	if err != nil {
 		return c, fmt.Errorf("engine metrics: %w", err)
 	}
-	c.actions = promSum(text, "action", `namespace="`+namespace+`"`)
+	if c.actions, err = promSum(text, "action", "namespace", namespace); err != nil {
+		return c, fmt.Errorf("engine metrics: %w", err)
+	}
 	if save != "" {
 		_ = os.WriteFile(save, []byte(text), 0o644)
 	}

@@ -73,13 +73,6 @@ func (t *floorTracker) applied() map[scenario.Key]time.Time {
 	return maps.Clone(t.seen)
 }
 
-// has says whether k was received, whatever its order.
-func (t *floorTracker) has(k scenario.Key) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.orderIDs[k.OrderID]
-}
-
 // orders are the orders of the keys received.
 func (t *floorTracker) orders() []string {
 	t.mu.Lock()

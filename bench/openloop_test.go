@@ -108,16 +108,6 @@ func TestJudge(t *testing.T) {
 	}
 }
 
-func TestOrdersFor(t *testing.T) {
-	// 100 events/s for 60 s at 5 events per order: 1,200 orders.
-	if got := ordersFor(100, time.Minute, 5); got != 1200 {
-		t.Errorf("ordersFor = %d, want 1200", got)
-	}
-	if got := ordersFor(0.1, time.Second, 5); got != 1 {
-		t.Errorf("ordersFor a tiny rate = %d, want 1", got)
-	}
-}
-
 // TestLatencies: a key's latency runs from its first publish (a duplicate
 // sent later does not count; a bad message has no key) to when it was
 // applied; a key never applied is an error.
