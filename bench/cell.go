@@ -164,7 +164,7 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 	}
 	defer stop()
 	if cc.Offered > 0 {
-		if err := warmUp(ctx, p, topic, b.warmApplied(cc, db)); err != nil {
+		if err := b.warmUp(ctx, p, topic, cc.Floor, db); err != nil {
 			return res, fmt.Errorf("%s: %w", cc.Name, err)
 		}
 		if err := pub.run(ctx, cc.Offered*float64(res.Messages)/float64(res.Events)); err != nil {
@@ -231,21 +231,6 @@ func (pub *publisher) run(ctx context.Context, rate float64) error {
 		Progress: func(n int) { pub.sent[n-1] = time.Now() }})
 	pub.took = time.Since(begin)
 	return err
-}
-
-// warmApplied says whether the warm-up key arrived: its order_events
-// row, or the floor's receipt.
-func (b *bench) warmApplied(cc cellConfig, db *database) func(context.Context, scenario.Key) (bool, error) {
-	if cc.Floor {
-		return func(_ context.Context, k scenario.Key) (bool, error) {
-			return slices.Contains(b.floor.orders(), k.OrderID), nil
-		}
-	}
-	return func(ctx context.Context, k scenario.Key) (bool, error) {
-		var n int64
-		err := db.DB.WithContext(ctx).Raw(`SELECT count(*) FROM order_events WHERE order_id = ?`, k.OrderID).Row().Scan(&n)
-		return n > 0, err
-	}
 }
 
 // settle waits until the cell's database settled with every invariant
@@ -442,14 +427,11 @@ func effectSpan(ctx context.Context, db *database) (first, last time.Time, err e
 }
 
 // closeWorkflows terminates the order workflows of a measured cell that
-// still run: every order with a row in the cell's order_events (the only
-// orders that reached Temporal), or the floor's. Left running, their timers
-// would fire during later cells, with no worker left to run their tasks.
+// still run: left running, their timers would fire during later cells,
+// with no worker left to run their tasks.
 func (b *bench) closeWorkflows(ctx context.Context, cc cellConfig, db *database) error {
-	var ids []string
-	if cc.Floor {
-		ids = b.floor.orders()
-	} else if err := db.DB.WithContext(ctx).Raw(`SELECT DISTINCT order_id FROM order_events`).Scan(&ids).Error; err != nil {
+	ids, err := b.cellOrders(ctx, cc.Floor, db)
+	if err != nil {
 		return fmt.Errorf("list the cell's orders: %w", err)
 	}
 	var g errgroup.Group
@@ -465,4 +447,15 @@ func (b *bench) closeWorkflows(ctx context.Context, cc cellConfig, db *database)
 		})
 	}
 	return g.Wait()
+}
+
+// cellOrders are the orders that reached Temporal in the cell: those with
+// a row in order_events, or those the floor heard of.
+func (b *bench) cellOrders(ctx context.Context, floor bool, db *database) ([]string, error) {
+	if floor {
+		return b.floor.orders(), nil
+	}
+	var ids []string
+	err := db.DB.WithContext(ctx).Raw(`SELECT DISTINCT order_id FROM order_events`).Scan(&ids).Error
+	return ids, err
 }

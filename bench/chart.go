@@ -27,17 +27,12 @@ type series struct {
 	Plain  bool
 }
 
+// black draws the reference lines; engineColours are the engines' colours,
+// in the order they ran.
 var (
-	colBlack = color.RGBA{0, 0, 0, 255}
-	colBlue  = color.RGBA{31, 119, 180, 255}
-	colOrng  = color.RGBA{255, 127, 14, 255}
-	colGreen = color.RGBA{44, 160, 44, 255}
-	colRed   = color.RGBA{214, 39, 40, 255}
+	black         = color.RGBA{0, 0, 0, 255}
+	engineColours = []color.RGBA{{31, 119, 180, 255}, {255, 127, 14, 255}, {44, 160, 44, 255}, {214, 39, 40, 255}}
 )
-
-// engineColours are the engines' colours in the chart, in the order they
-// ran.
-var engineColours = []color.RGBA{colBlue, colOrng, colGreen, colRed}
 
 // drawSweepChart plots, against the offered rate, each engine's capacity
 // sweeps (every step and the cells at 0.5 and 0.9 × the capacity), in the
@@ -77,8 +72,8 @@ func drawSweepChart(path string, res results) error {
 	if len(thr) == 0 {
 		return errors.New("no sweep results")
 	}
-	thr = append(thr, series{Label: "offered", Color: colBlack, Dashed: true, Plain: true, Points: plotter.XYs{{X: lo, Y: lo}, {X: hi, Y: hi}}})
-	lat = append(lat, series{Label: "1 s goal", Color: colBlack, Dashed: true, Plain: true, Points: plotter.XYs{{X: lo, Y: 1000}, {X: hi, Y: 1000}}})
+	thr = append(thr, series{Label: "offered", Color: black, Dashed: true, Plain: true, Points: plotter.XYs{{X: lo, Y: lo}, {X: hi, Y: hi}}})
+	lat = append(lat, series{Label: "1 s goal", Color: black, Dashed: true, Plain: true, Points: plotter.XYs{{X: lo, Y: 1000}, {X: hi, Y: 1000}}})
 	top, err := panel("capacity sweeps by Temporal engine: orderflow solid, the engine's floor dashed", "achieved events/s", thr, false)
 	if err != nil {
 		return err
@@ -87,7 +82,7 @@ func drawSweepChart(path string, res results) error {
 	if err != nil {
 		return err
 	}
-	return writePanels(path, 860, 720, top, bottom)
+	return writePanels(path, top, bottom)
 }
 
 // panel is one plot of the chart against the offered rate: y from zero,
@@ -156,13 +151,10 @@ func logRange(ss []series) (bottom, top float64) {
 	return bottom, max(bottom*10, math.Pow(10, math.Ceil(math.Log10(hi*1.05))))
 }
 
-// writePanels draws plots stacked top to bottom into a PNG of w x h
+// writePanels draws plots stacked top to bottom into a PNG of 860 x 720
 // pixels at path.
-func writePanels(path string, w, h int, ps ...*plot.Plot) error {
-	if w <= 0 || h <= 0 {
-		return fmt.Errorf("chart size %dx%d", w, h)
-	}
-	img := vgimg.NewWith(vgimg.UseImage(image.NewRGBA(image.Rect(0, 0, w, h))), vgimg.UseDPI(96))
+func writePanels(path string, ps ...*plot.Plot) error {
+	img := vgimg.NewWith(vgimg.UseImage(image.NewRGBA(image.Rect(0, 0, 860, 720))), vgimg.UseDPI(96))
 	rows := make([][]*plot.Plot, len(ps))
 	for i, p := range ps {
 		rows[i] = []*plot.Plot{p}

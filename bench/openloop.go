@@ -114,27 +114,23 @@ func ordersFor(rate float64, d time.Duration, eventsPerOrder float64) int {
 const warmUpWait = 2 * time.Minute
 
 // warmUp publishes one CREATED event of an order outside the scenario's
-// prefix and waits until applied says it arrived: the consumers have
-// joined the topic's queues and the whole pipeline has run once, so an
-// open-loop cell does not time the consumers' start.
-func warmUp(ctx context.Context, p *mq.Producer, topic string, applied func(context.Context, scenario.Key) (bool, error)) error {
+// prefix and waits until it arrived (its order_events row, or the floor's
+// receipt): the consumers have joined the topic's queues and the whole
+// pipeline has run once, so an open-loop cell does not time their start.
+func (b *bench) warmUp(ctx context.Context, p *mq.Producer, topic string, floor bool, db *database) error {
 	id := uniq.Name("warm")
 	e := fsm.Event{EventID: id + "-v1", OrderID: id, UserID: 1, Status: fsm.Created, Version: 1,
 		AmountCents: 100, OccurredAt: time.Now().UTC().Truncate(time.Microsecond)}
 	if _, err := p.PublishEvent(ctx, topic, e); err != nil {
 		return fmt.Errorf("warm-up: %w", err)
 	}
-	deadline := time.Now().Add(warmUpWait)
-	for {
-		ok, err := applied(ctx, scenario.Key{OrderID: id, Version: 1})
+	for deadline := time.Now().Add(warmUpWait); time.Now().Before(deadline); {
+		ids, err := b.cellOrders(ctx, floor, db)
 		if err != nil {
 			return fmt.Errorf("warm-up: %w", err)
 		}
-		if ok {
+		if slices.Contains(ids, id) {
 			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("warm-up: event %s not applied after %s", e.Key(), warmUpWait)
 		}
 		select {
 		case <-ctx.Done():
@@ -142,6 +138,7 @@ func warmUp(ctx context.Context, p *mq.Producer, topic string, applied func(cont
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+	return fmt.Errorf("warm-up: event %s not applied after %s", e.Key(), warmUpWait)
 }
 
 // latencies returns, sorted, the time from each business key's first

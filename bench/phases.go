@@ -79,7 +79,8 @@ func (b *bench) e2e(ctx context.Context, er *engineResult) error {
 	er.E2E = e2e
 	b.printf("e2e:      %s", describeDrain(e2e))
 	if e2e.CPU != nil {
-		b.printf("cpu:      %s", describeCPU(e2e))
+		b.printf("cpu:      %s drain, first to last effect (%.1fs sampled), cores used of %d: %s",
+			e2e.Config.Name, e2e.CPU.Seconds, runtime.NumCPU(), e2e.CPU)
 	}
 	b.printf("cost:     %s", e2e.Cost)
 	return nil
@@ -247,12 +248,6 @@ func (b *bench) sweep(ctx context.Context, name string, drain cellResult, start 
 		name, sr.Capacity, bound, ms(sr.Half.P50), ms(sr.Half.P99), ms(sr.Near.P50), ms(sr.Near.P99))
 	b.printf("cost:     %s at 0.9 x capacity %s", name, sr.Near.Cost)
 	return sr, nil
-}
-
-// describeCPU is the line of a drain's CPU use by process group.
-func describeCPU(r cellResult) string {
-	return fmt.Sprintf("%s drain, first to last effect (%.1fs sampled), cores used of %d: %s",
-		r.Config.Name, r.CPU.Seconds, runtime.NumCPU(), r.CPU)
 }
 
 // ms formats d in milliseconds.

@@ -84,13 +84,8 @@ func (s *sweepResult) points() []cellResult {
 	return ps
 }
 
-// resultsName is the results file's name of a run: its start (UTC) and
-// its commit, so that files sort by date and say what they measured.
-func resultsName(started time.Time, commit string) string {
-	return started.UTC().Format("2006-01-02T150405Z") + "-" + commit + ".json"
-}
-
-// writeResults writes res into dir, named by resultsName, and returns its
+// writeResults writes res into dir, named by its start (UTC) and commit
+// so that files sort by date and say what they measured, and returns its
 // path.
 func writeResults(dir string, res results) (string, error) {
 	if res.Machine == "" {
@@ -103,7 +98,7 @@ func writeResults(dir string, res results) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("results: %w", err)
 	}
-	path := filepath.Join(dir, resultsName(res.Started, res.Commit))
+	path := filepath.Join(dir, res.Started.UTC().Format("2006-01-02T150405Z")+"-"+res.Commit+".json")
 	if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
 		return "", fmt.Errorf("results: %w", err)
 	}
