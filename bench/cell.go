@@ -54,7 +54,7 @@ type cellConfig struct {
 	// Floor runs the engine's floor (floorWorkflow, in the benchmark's
 	// process) behind the bridge instead of orderflow's worker process.
 	Floor bool `json:",omitempty"`
-	// generate, when set, builds the scenario instead of scenarioOptions.
+	// generate, when set, builds the scenario instead of cellScenario.
 	generate func(prefix string) (*scenario.Scenario, error)
 	// inspect, when set, runs once the cell settled, while its consumers
 	// still run (a query needs a worker).
@@ -100,16 +100,6 @@ type cellResult struct {
 	CPU *cpuShare `json:",omitempty"`
 	// Cost is the engine's work per event; nil for a sweep step.
 	Cost *engineCost `json:",omitempty"`
-}
-
-// scenarioOptions are the benchmark's scenario: DESIGN's distortions with
-// dupRate duplicates (the e2e and floor drains use 20%).
-func scenarioOptions(orders int, seed int64, prefix string, dupRate float64) scenario.Options {
-	return scenario.Options{
-		Orders: orders, Seed: seed, Prefix: prefix, Start: time.Now().UTC().Truncate(time.Second),
-		DupRate: dupRate, Reorder: 0.3, CancelRate: 0.2, OpenRate: 0.1, UpdateRate: 0.2, GapRate: 0.05,
-		Conflicts: 5, Bad: 6,
-	}
 }
 
 // settleWait bounds the wait for a cell to settle.
@@ -195,16 +185,16 @@ func (b *bench) closeCell(ctx context.Context, cc cellConfig, db *database) {
 	}
 }
 
-// cellScenario is the cell's scenario (generate, else the benchmark's
-// scenario of cc's size), expected on topic.
-func cellScenario(cc cellConfig, prefix, topic string) (*scenario.Scenario, error) {
-	generate := cc.generate
-	if generate == nil {
-		generate = func(prefix string) (*scenario.Scenario, error) {
-			return scenario.Generate(scenarioOptions(cc.Orders, cc.Seed, prefix, cc.DupRate))
-		}
+// cellScenario is the cell's scenario, expected on topic: generate's, else
+// the benchmark's of cc's size, with DESIGN's distortions.
+func cellScenario(cc cellConfig, prefix, topic string) (sc *scenario.Scenario, err error) {
+	if cc.generate != nil {
+		sc, err = cc.generate(prefix)
+	} else {
+		sc, err = scenario.Generate(scenario.Options{Orders: cc.Orders, Seed: cc.Seed, Prefix: prefix,
+			Start: time.Now().UTC().Truncate(time.Second), DupRate: cc.DupRate, Reorder: 0.3, CancelRate: 0.2,
+			OpenRate: 0.1, UpdateRate: 0.2, GapRate: 0.05, Conflicts: 5, Bad: 6})
 	}
-	sc, err := generate(prefix)
 	if err != nil {
 		return nil, err
 	}
@@ -262,9 +252,7 @@ func (b *bench) settle(ctx context.Context, cc cellConfig, db *database, exp *sc
 	res.Verified = report.OK()
 	b.countSignals(ctx, res)
 	if cc.inspect != nil {
-		if err := cc.inspect(ctx, res); err != nil {
-			return err
-		}
+		return cc.inspect(ctx, res)
 	}
 	return nil
 }
@@ -296,10 +284,8 @@ func (b *bench) measure(ctx context.Context, db *database, pub *publisher, start
 		return fmt.Errorf("%s: the last effect (%s) is not after the start (%s)", res.Config.Name, last, begin)
 	}
 	res.Rate = float64(res.Events) / res.Elapsed.Seconds()
-	if b.cpu != nil {
-		if sh, ok := b.cpu.Window(begin, last); ok {
-			res.CPU = &sh
-		}
+	if sh, ok := b.cpu.Window(begin, last); ok {
+		res.CPU = &sh
 	}
 	return nil
 }

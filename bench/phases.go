@@ -52,13 +52,20 @@ func (b *bench) runEngine(ctx context.Context, e *engine) (engineResult, error) 
 		e.down()
 	})
 	defer stop()
-	phases := map[string]func(context.Context, *engineResult) error{
-		"e2e": eb.e2e, "floor": eb.floorDrain, "dup": eb.duplicates, "hot": eb.hot, "open": eb.openLoop,
-	}
 	er.PhaseTook = map[string]string{}
 	for _, name := range b.o.phases {
 		t := time.Now()
-		if err := phases[name](ctx, &er); err != nil {
+		switch name {
+		case "e2e", "floor":
+			err = eb.drain(ctx, &er, name)
+		case "dup":
+			err = eb.duplicates(ctx, &er)
+		case "hot":
+			err = eb.hot(ctx, &er)
+		case "open":
+			err = eb.openLoop(ctx, &er)
+		}
+		if err != nil {
 			return er, err
 		}
 		er.PhaseTook[name] = time.Since(t).Round(time.Second).String()
@@ -70,34 +77,28 @@ func (b *bench) runEngine(ctx context.Context, e *engine) (engineResult, error) 
 	return er, nil
 }
 
-// e2e is orderflow draining the e2e backlog.
-func (b *bench) e2e(ctx context.Context, er *engineResult) error {
-	e2e, err := b.runCell(ctx, b.cell("e2e", b.o.orders, 0.2))
-	if err != nil {
-		return fmt.Errorf("e2e: %w", err)
-	}
-	er.E2E = e2e
-	b.printf("e2e:      %s", describeDrain(e2e))
-	if e2e.CPU != nil {
-		b.printf("cpu:      %s drain, first to last effect (%.1fs sampled), cores used of %d: %s",
-			e2e.Config.Name, e2e.CPU.Seconds, runtime.NumCPU(), e2e.CPU)
-	}
-	b.printf("cost:     %s", e2e.Cost)
-	return nil
-}
-
-// floor is the engine's floor draining the e2e backlog: the same stream
-// through the same bridge into a workflow that only receives its signals;
+// drain is orderflow draining the e2e backlog (phase e2e), or the
+// engine's floor draining it (phase floor): the same stream through the
+// same bridge into a workflow that only receives its signals, so that
 // orderflow/floor is orderflow's own overhead.
-func (b *bench) floorDrain(ctx context.Context, er *engineResult) error {
-	cc := b.cell("floor", b.o.orders, 0.2)
-	cc.Floor = true
+func (b *bench) drain(ctx context.Context, er *engineResult, phase string) error {
+	cc := b.cell(phase, b.o.orders, 0.2)
+	cc.Floor = phase == "floor"
 	r, err := b.runCell(ctx, cc)
 	if err != nil {
-		return fmt.Errorf("floor: %w", err)
+		return fmt.Errorf("%s: %w", phase, err)
+	}
+	b.printf("%-9s %s", phase+":", describeDrain(r))
+	if !cc.Floor {
+		er.E2E = r
+		if r.CPU != nil {
+			b.printf("cpu:      %s drain, first to last effect (%.1fs sampled), cores used of %d: %s",
+				r.Config.Name, r.CPU.Seconds, runtime.NumCPU(), r.CPU)
+		}
+		b.printf("cost:     %s", r.Cost)
+		return nil
 	}
 	er.Floor = &r
-	b.printf("floor:    %s", describeDrain(r))
 	b.printf("cost:     %s", r.Cost)
 	if er.E2E.Rate > 0 {
 		er.FloorRatio = er.E2E.Rate / r.Rate
@@ -110,10 +111,8 @@ func (b *bench) floorDrain(ctx context.Context, er *engineResult) error {
 // -dup-orders each, run A B B A so that a store growing from cell to cell
 // weighs on both alike; the ratio is of the means of each pair.
 func (b *bench) duplicates(ctx context.Context, er *engineResult) error {
-	dupName := fmt.Sprintf("dup%.0f", 100*b.o.dupRate)
 	for i, rate := range []float64{0, b.o.dupRate, b.o.dupRate, 0} {
-		name := map[bool]string{true: "dup0", false: dupName}[rate == 0]
-		r, err := b.runCell(ctx, b.cell(fmt.Sprintf("%s-%d", name, i+1), b.o.dupOrders, rate))
+		r, err := b.runCell(ctx, b.cell(fmt.Sprintf("dup%.0f-%d", 100*rate, i+1), b.o.dupOrders, rate))
 		if err != nil {
 			return fmt.Errorf("duplicates, cell %d of A B B A: %w", i+1, err)
 		}
@@ -174,16 +173,15 @@ func (b *bench) openLoop(ctx context.Context, er *engineResult) error {
 	if er.FloorSweep, err = b.sweep(ctx, "floor", *er.Floor, start); err != nil {
 		return err
 	}
-	of, fl := er.Sweep, er.FloorSweep
-	if of.Capacity > 0 && fl.Capacity > 0 {
-		er.CapacityRatio = of.Capacity / fl.Capacity
+	if er.Sweep.Capacity > 0 && er.FloorSweep.Capacity > 0 {
+		er.CapacityRatio = er.Sweep.Capacity / er.FloorSweep.Capacity
 	}
-	for _, s := range []struct {
-		name string
-		r    *sweepResult
-	}{{"orderflow", of}, {"floor", fl}} {
-		b.printf("goal:     %s p99 <= %s up to 0.9 x capacity: %s", s.name, ms(goalP99), verdict(s.r.Near != nil && judge(*s.r.Half) == "" && judge(*s.r.Near) == ""))
+	goal := func(name string, s *sweepResult) {
+		b.printf("goal:     %s p99 <= %s up to 0.9 x capacity: %s", name, ms(goalP99),
+			verdict(s.Near != nil && judge(*s.Half) == "" && judge(*s.Near) == ""))
 	}
+	goal("orderflow", er.Sweep)
+	goal("floor", er.FloorSweep)
 	b.printf("goal:     orderflow's capacity >= 0.9 x the floor's: %s (%s)", verdict(er.CapacityRatio >= 0.9), figure(er.CapacityRatio, 3))
 	return nil
 }
@@ -229,17 +227,15 @@ func (b *bench) sweep(ctx context.Context, name string, drain cellResult, start 
 		b.printf("capacity: %s: no step passed", name)
 		return sr, nil
 	}
-	for _, c := range []struct {
-		label string
-		share float64
-		cell  **cellResult
-	}{{"half", 0.5, &sr.Half}, {"near", 0.9, &sr.Near}} {
-		r, err := run(c.label, c.share*sr.Capacity, plan.Cell, c.share == 0.9)
-		if err != nil {
-			return sr, err
-		}
-		*c.cell = &r
+	half, err := run("half", 0.5*sr.Capacity, plan.Cell, false)
+	if err != nil {
+		return sr, err
 	}
+	near, err := run("near", 0.9*sr.Capacity, plan.Cell, true)
+	if err != nil {
+		return sr, err
+	}
+	sr.Half, sr.Near = &half, &near
 	bound := ""
 	if _, fail := bounds(pts); fail == 0 {
 		bound = " (a lower bound: no step failed)"
