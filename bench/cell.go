@@ -27,16 +27,12 @@ import (
 	"github.com/orderflow/orderflow/scenario"
 )
 
-// cellConfig is one measured run: a fresh scenario on a fresh topic and
-// consumer group and a fresh database, consumed by the bridge and either
-// orderflow's worker process or the engine's floor.
-//
-// A cell runs in one of two modes. By default it drains a backlog: the
-// whole scenario is published before the consumers start, so the rate is the
-// consumers' and not the publisher's. With Offered > 0 it is open-loop: the
-// consumers start first, one warm-up event goes through, then the scenario
-// is published at a steady rate whatever the consumers do, and the latency
-// of each business key is measured.
+// cellConfig is one measured run: a fresh scenario, topic, consumer group
+// and database, consumed by the bridge and orderflow's worker or the
+// engine's floor. By default it drains a backlog, published before the
+// consumers start so that the rate is theirs; with Offered > 0 it is
+// open-loop: a warm-up event goes through, then the scenario is published
+// at a steady rate whatever the consumers do.
 type cellConfig struct {
 	Name        string
 	Orders      int
@@ -45,19 +41,16 @@ type cellConfig struct {
 	Seed        int64
 	// DupRate is the scenario's share of messages sent twice.
 	DupRate float64
-	// Offered, when > 0, runs the cell open-loop at this many distinct
-	// events per second (duplicates, conflicts and bad messages come on
-	// top, in the scenario's proportions).
+	// Offered is the open loop's distinct events/s (duplicates, conflicts
+	// and bad messages on top).
 	Offered float64 `json:",omitempty"`
 	// BridgeArgs are extra flags of this cell's bridge.
 	BridgeArgs []string `json:",omitempty"`
-	// Floor runs the engine's floor (floorWorkflow, in the benchmark's
-	// process) behind the bridge instead of orderflow's worker process.
+	// Floor puts the engine's floor (floorWorkflow) behind the bridge.
 	Floor bool `json:",omitempty"`
 	// generate, when set, builds the scenario instead of cellScenario.
 	generate func(prefix string) (*scenario.Scenario, error)
-	// inspect, when set, runs once the cell settled, while its consumers
-	// still run (a query needs a worker).
+	// inspect, when set, runs once the cell settled, its consumers running.
 	inspect func(ctx context.Context, r *cellResult) error
 	// noCost leaves the engine's work per event unmeasured (a sweep step).
 	noCost bool
@@ -74,29 +67,25 @@ type cellResult struct {
 	Duplicates int
 	// Publish is how long publishing took.
 	Publish time.Duration
-	// Startup is, for a backlog, the time from the consumer's start to its
-	// first database effect (process start, connections, rebalance).
+	// Startup is a backlog's time from the bridge's start to the first
+	// effect.
 	Startup time.Duration `json:",omitempty"`
-	// Elapsed is, for a backlog, the time from the first database effect
-	// to the last; open-loop, from the first publish to the last effect.
+	// Elapsed runs to the last effect from the first (a backlog) or from
+	// the first publish (open-loop).
 	Elapsed time.Duration
 	// Rate is distinct events per second over Elapsed.
 	Rate float64
-	// P50 and P99 are the open-loop latencies from a business key's first
-	// publish to its order_events row (the floor: to its receipt), and
-	// Tail the time from the last publish to the last key applied.
+	// P50 and P99 are the open loop's latencies from a key's first publish
+	// to its applying, Tail the last publish to the last key applied.
 	P50, P99, Tail time.Duration `json:",omitempty"`
 	// Verdict is a sweep step's: "pass", or why it failed (judge).
 	Verdict  string `json:",omitempty"`
 	Verified bool
 	// Hot is what the hot-order cell found in Temporal.
 	Hot *hotResult `json:",omitempty"`
-	// Signals counts the bridge's SignalWithStart requests (attempts
-	// included).
+	// Signals counts the bridge's SignalWithStart requests, retries included.
 	Signals int `json:",omitempty"`
-	// CPU is the machine's CPU use by process group over the drain (a
-	// backlog's first to last effect, an open loop's first publish to
-	// last effect), from the samples that enclose it.
+	// CPU is the machine's CPU use by process group over Elapsed.
 	CPU *cpuShare `json:",omitempty"`
 	// Cost is the engine's work per event; nil for a sweep step.
 	Cost *engineCost `json:",omitempty"`
@@ -173,9 +162,8 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 	return res, b.measure(ctx, db, pub, started, &res)
 }
 
-// closeCell terminates the cell's workflows that still run, once its
-// consumers stopped, and drops its database: the workflows must not
-// outlive it.
+// closeCell terminates the cell's workflows, once its consumers stopped,
+// and drops its database.
 func (b *bench) closeCell(ctx context.Context, cc cellConfig, db *database) {
 	if err := b.closeWorkflows(context.WithoutCancel(ctx), cc, db); err != nil {
 		slog.Warn("bench: terminate the cell's workflows", "cell", cc.Name, "err", err)
@@ -224,8 +212,8 @@ func (pub *publisher) run(ctx context.Context, rate float64) error {
 }
 
 // settle waits until the cell's database settled with every invariant
-// holding (the floor: until its workflows received every event), then
-// reads what Temporal and the processes say of the cell.
+// holding (the floor: its workflows received every event), then counts
+// the signals and runs inspect.
 func (b *bench) settle(ctx context.Context, cc cellConfig, db *database, exp *scenario.Expected, res *cellResult) error {
 	if cc.Floor {
 		if err := waitFloor(ctx, b.floor, res.Events, settleWait); err != nil {
@@ -257,9 +245,8 @@ func (b *bench) settle(ctx context.Context, cc cellConfig, db *database, exp *sc
 	return nil
 }
 
-// measure computes the cell's rates, CPU use and, open-loop, latencies
-// from its effects. A backlog's clock starts at the first effect (Startup
-// is reported apart); an open loop's at the first publish.
+// measure computes the cell's rate, CPU use and, open-loop, latencies from
+// its effects.
 func (b *bench) measure(ctx context.Context, db *database, pub *publisher, started time.Time, res *cellResult) error {
 	var (
 		first, last time.Time
@@ -346,10 +333,8 @@ func (b *bench) startConsumers(ctx context.Context, cc cellConfig, db *database,
 	return func() { stopBridge(); stopWorker() }, started, nil
 }
 
-// startProc runs bin with args, its JSON logs going to logDir/name.log and
-// its HTTP endpoints on a free address passed through addrEnv, waits until
-// its /readyz answers 200 and returns how to stop it. A bridge's address
-// is the cell's bridgeMetrics.
+// startProc runs bin with args, logging to logDir/name.log, its HTTP
+// endpoints on the free address it gets in addrEnv, until /readyz answers.
 func (b *bench) startProc(ctx context.Context, name, bin, addrEnv string, args []string) (stop func(), err error) {
 	p := procs.New(procs.Spec{Name: name, Path: bin, Args: args, Env: []string{"ORDERFLOW_LOG_LEVEL=warn"},
 		LogPath: filepath.Join(b.logDir, name+".log"), AddrEnv: addrEnv, Ready: "/readyz", ReadyTimeout: 90 * time.Second})
@@ -362,9 +347,8 @@ func (b *bench) startProc(ctx context.Context, name, bin, addrEnv string, args [
 	return func() { _, _, _ = p.Stop(40 * time.Second) }, nil
 }
 
-// countSignals reads the bridge's SignalWithStart requests (attempts
-// included) from its /metrics once the cell settled, keeping the text in
-// logDir.
+// countSignals reads Signals from the bridge's /metrics, keeping the
+// text in logDir.
 func (b *bench) countSignals(ctx context.Context, res *cellResult) {
 	text, err := get(ctx, "http://"+b.bridgeMetrics+"/metrics")
 	if err == nil {
@@ -395,9 +379,8 @@ func promSum(text, metric, name, value string) (float64, error) {
 	return total, nil
 }
 
-// effectSpan is the time of the run's first and last database effects:
-// the earliest and latest business key recorded, points row inserted or
-// message parked.
+// effectSpan is the time of the first and last database effects: a key
+// recorded, a points row inserted or a message parked.
 func effectSpan(ctx context.Context, db *database) (first, last time.Time, err error) {
 	err = db.DB.WithContext(ctx).Raw(`SELECT LEAST(
 		(SELECT min(first_seen_at) FROM order_events),

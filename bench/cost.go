@@ -20,13 +20,10 @@ import (
 // costSampleOrders is how many orders of a cell have their histories read.
 const costSampleOrders = 30
 
-// engineCost is the engine's work per distinct event of a cell: the delta
-// of the server's action counter (Actions); from the histories of
-// SampleOrders orders with SampleEvents events, the workflow tasks, history
-// events and actions by Temporal Cloud's rules (historyCost); from the cell
-// database's pg_stat_database, its transactions (xact_commit +
-// xact_rollback, the benchmark's settle checks included) and rows written
-// (tup_inserted + tup_updated + tup_deleted).
+// engineCost is the engine's work per distinct event of a cell: its action
+// counter's delta; from the histories of a sample of orders, workflow
+// tasks, history events and actions by Temporal Cloud's rules; from
+// pg_stat_database, transactions (settle checks included) and rows written.
 type engineCost struct {
 	Actions        float64 `json:"actions_per_event"`
 	SampleOrders   int     `json:"sample_orders"`

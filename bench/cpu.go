@@ -28,9 +28,7 @@ type procCPU struct {
 }
 
 // cpuSample is the machine's idle seconds and its processes' CPU use at one
-// moment, by process ID, and the latest start time of those processes: a
-// process it does not hold that started at or after Newest started after
-// the sample listed /proc.
+// moment, by process ID; a process started at or after Newest is newer.
 type cpuSample struct {
 	At     time.Time
 	Idle   float64

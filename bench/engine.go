@@ -26,14 +26,11 @@ import (
 const referenceEngine = "dev"
 
 // metricsOffset is where an engine's Prometheus endpoint is from its
-// frontend port: the server profile's own, the dev server's as newEngine
-// sets it.
+// frontend port.
 const metricsOffset = 9
 
-// engine is one Temporal engine of a run, beside the stack's own: its
-// scripts/stack.sh profile, frontend and UI ports, the folder
-// .data/bench-temporal-<name> and, for the server profile, the databases
-// bench_temporal_<name> and its _visibility twin.
+// engine is one Temporal engine of a run, beside the stack's own, with
+// ports, a data folder and (the server) databases of its own.
 type engine struct {
 	Name, Doc                   string
 	Port, UIPort                int
@@ -50,9 +47,8 @@ type engine struct {
 // engineNames are the engines -engines can name, in the default order.
 var engineNames = []string{"dev", "server"}
 
-// newEngine prepares the named engine, started through the repository's
-// scripts/stack.sh (root), its output logged in logDir: dev is the Temporal
-// dev server (SQLite) on 7433, as `make up` runs it; server the Temporal
+// newEngine prepares the named engine of root's scripts/stack.sh, logging
+// in logDir: dev, the dev server (SQLite) on 7433; server, the Temporal
 // server on the stack's PostgreSQL on 7333 and the nine ports above it.
 func newEngine(name string, shards int, cfg config.Config, root, logDir string) (*engine, error) {
 	u, err := url.Parse(cfg.DatabaseURL)
@@ -187,9 +183,8 @@ func (e *engine) down() {
 	})
 }
 
-// describe is the one-line account of where this Temporal runs; its data
-// folder is named from the repository's root, so that a results file
-// carries no path of the machine that ran it.
+// describe is the one-line account of where this Temporal runs, with no
+// path of the machine.
 func (e *engine) describe() string {
 	d := fmt.Sprintf("scripts/stack.sh profile %s, frontend 127.0.0.1:%d, UI :%d, data .data/%s", e.Name, e.Port, e.UIPort, filepath.Base(e.Data))
 	if len(e.Databases) > 0 {

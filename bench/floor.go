@@ -18,17 +18,12 @@ import (
 	"github.com/orderflow/orderflow/workflows"
 )
 
-// The engine's floor: the same bridge process, with the same workflow IDs,
-// SignalWithStart requests and batches, signal-starts workflows of type
-// api.WorkflowType on the cell's own task queue, which no orderflow worker
-// polls: the benchmark's floor worker serves it with floorWorkflow, which
-// only receives its signals. What orderflow's drain costs over the floor's
-// is orderflow's own work.
+// The engine's floor: the same bridge signal-starts the same workflows on
+// a task queue that the benchmark's floor worker serves with
+// floorWorkflow, which only receives its signals.
 
-// floorTracker notes when the floor's workflows first received each
-// business key of the cell's orders (prefix): the floor's "effects", as
-// order_events rows are orderflow's. It keeps every order it heard of, the
-// warm-up's included, for the cell's cleanup.
+// floorTracker notes when the floor's workflows first received each key of
+// the cell's orders (prefix), its "effects", and every order it heard of.
 type floorTracker struct {
 	mu       sync.Mutex
 	prefix   string
@@ -80,12 +75,10 @@ func (t *floorTracker) orders() []string {
 	return slices.Collect(maps.Keys(t.orderIDs))
 }
 
-// floorWorkflow is the no-op order workflow: it receives the order-event
-// and order-events signals and does nothing with them, and continues as
-// new as OrderWorkflow does, after Params.MaxEventsPerRun events or when
-// Temporal suggests it, once no signal is pending. It starts no timer and
-// never completes: the cell terminates it once measured. It tells t of
-// what it receives outside replay (an observation, not workflow state).
+// floorWorkflow is the no-op order workflow: it receives the signals and
+// continues as new as OrderWorkflow does (after Params.MaxEventsPerRun
+// events or when Temporal suggests, no signal pending), telling t outside
+// replay. It never completes: the cell terminates it.
 func floorWorkflow(t *floorTracker) func(workflow.Context, workflows.Input) error {
 	return func(ctx workflow.Context, in workflows.Input) error {
 		handled := 0

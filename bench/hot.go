@@ -81,9 +81,7 @@ func (r hotResult) String() string {
 
 // checkHot reads every run of the order's workflow and fails when one ended
 // otherwise than by continue-as-new or completion, or when Temporal holds a
-// run outside the chain (a run terminated by a history limit, after which a
-// later signal starts a fresh one that rehydrates from PostgreSQL: the
-// database alone cannot tell).
+// run outside the chain (one a history limit ended: the database cannot tell).
 func checkHot(ctx context.Context, c client.Client, namespace, orderID string) (hotResult, error) {
 	var r hotResult
 	runs, err := orderRuns(ctx, c, orderID)

@@ -113,10 +113,8 @@ func ordersFor(rate float64, d time.Duration, eventsPerOrder float64) int {
 // warmUpWait bounds the wait for the warm-up event.
 const warmUpWait = 2 * time.Minute
 
-// warmUp publishes one CREATED event of an order outside the scenario's
-// prefix and waits until it arrived (its order_events row, or the floor's
-// receipt): the consumers have joined the topic's queues and the whole
-// pipeline has run once, so an open-loop cell does not time their start.
+// warmUp publishes one event of an order outside the scenario and waits
+// until it arrived, so that an open-loop cell does not time the start.
 func (b *bench) warmUp(ctx context.Context, p *mq.Producer, topic string, floor bool, db *database) error {
 	id := uniq.Name("warm")
 	e := fsm.Event{EventID: id + "-v1", OrderID: id, UserID: 1, Status: fsm.Created, Version: 1,

@@ -161,9 +161,8 @@ func (b *bench) hot(ctx context.Context, er *engineResult) error {
 }
 
 // openLoop is the capacity sweep of orderflow, from -sweep-start × its
-// backlog drain's rate, then of the engine's floor from orderflow's
-// capacity (the floor does less work: its capacity is not expected below
-// it), and the goals' verdicts.
+// drain's rate, then of the floor from orderflow's capacity (it does less
+// work), and the goals' verdicts.
 func (b *bench) openLoop(ctx context.Context, er *engineResult) error {
 	var err error
 	if er.Sweep, err = b.sweep(ctx, "orderflow", er.E2E, b.o.sweep.Start*er.E2E.Rate); err != nil {
@@ -191,10 +190,9 @@ func verdict(reached bool) string {
 	return map[bool]string{true: "reached", false: "NOT reached"}[reached]
 }
 
-// sweep steps a steady rate of drain's scenario (orderflow's, or the
-// floor's when drain is the floor's) from start up until a step fails,
-// then runs the cells at 0.5 and 0.9 × the capacity found, the latter with
-// the engine's work per event.
+// sweep steps a steady rate of drain's scenario and consumer from start
+// until a step fails, then runs the cells at 0.5 and 0.9 × the capacity,
+// the latter with the engine's work per event.
 func (b *bench) sweep(ctx context.Context, name string, drain cellResult, start float64) (*sweepResult, error) {
 	plan := b.o.sweep
 	perOrder := float64(drain.Events) / float64(drain.Config.Orders)
