@@ -21,10 +21,7 @@ type results struct {
 	// Commit is the checkout's commit, "-dirty" when it had changes.
 	Commit string `json:"commit"`
 	// Machine is the cores and platform the run had.
-	Machine string `json:"machine"`
-	// Note says what set the run apart (one that stopped early), if
-	// anything.
-	Note    string         `json:"note,omitempty"`
+	Machine string         `json:"machine"`
 	Engines []engineResult `json:"engines"`
 }
 
