@@ -148,14 +148,10 @@ func (c *cpuSampler) Stop() { c.stop() }
 func (c *cpuSampler) Window(from, to time.Time) (cpuShare, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return windowOf(c.samples, from, to)
-}
-
-func windowOf(samples []cpuSample, from, to time.Time) (cpuShare, bool) {
-	a := slices.IndexFunc(samples, func(s cpuSample) bool { return s.At.After(from) }) - 1
-	b := slices.IndexFunc(samples, func(s cpuSample) bool { return !s.At.Before(to) })
+	a := slices.IndexFunc(c.samples, func(s cpuSample) bool { return s.At.After(from) }) - 1
+	b := slices.IndexFunc(c.samples, func(s cpuSample) bool { return !s.At.Before(to) })
 	if a < 0 || b <= a {
 		return cpuShare{}, false
 	}
-	return shareBetween(samples[a], samples[b]), true
+	return shareBetween(c.samples[a], c.samples[b]), true
 }

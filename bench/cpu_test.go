@@ -86,12 +86,12 @@ func TestShareBetweenFakeProc(t *testing.T) {
 	// one starting before the first sample or ending after the last is not.
 	later := b
 	later.At = time.Unix(3, 0)
-	samples := []cpuSample{a, b, later}
-	if w, ok := windowOf(samples, time.Unix(0, 5e8), time.Unix(1, 5e8)); !ok || w.Seconds != 2 || w.Cores["temporal"] != sh.Cores["temporal"] {
+	sampler := &cpuSampler{samples: []cpuSample{a, b, later}}
+	if w, ok := sampler.Window(time.Unix(0, 5e8), time.Unix(1, 5e8)); !ok || w.Seconds != 2 || w.Cores["temporal"] != sh.Cores["temporal"] {
 		t.Errorf("window 0.5..1.5 s: %+v, %v; want the share between 0 s and 2 s", w, ok)
 	}
 	for _, span := range [][2]int64{{-1, 1}, {1, 4}} {
-		if _, ok := windowOf(samples, time.Unix(span[0], 0), time.Unix(span[1], 0)); ok {
+		if _, ok := sampler.Window(time.Unix(span[0], 0), time.Unix(span[1], 0)); ok {
 			t.Errorf("window %v s was found", span)
 		}
 	}

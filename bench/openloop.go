@@ -42,8 +42,8 @@ type sweepPoint struct {
 	Pass    bool
 }
 
-// bounds are the highest passing rate below the lowest failing one (0:
-// none) and the lowest failing rate (0: none).
+// bounds are the capacity, the highest passing rate below the lowest
+// failing one (0: none passed), and the lowest failing rate (0: none).
 func bounds(pts []sweepPoint) (pass, fail float64) {
 	for _, p := range pts {
 		if !p.Pass && (fail == 0 || p.Offered < fail) {
@@ -56,13 +56,6 @@ func bounds(pts []sweepPoint) (pass, fail float64) {
 		}
 	}
 	return pass, fail
-}
-
-// capacity is the highest offered rate that passed below the lowest that
-// failed; 0 when none passed.
-func capacity(pts []sweepPoint) float64 {
-	pass, _ := bounds(pts)
-	return pass
 }
 
 // next is the rate of the sweep's next step from start, or 0 when the

@@ -64,7 +64,7 @@ func TestSweepSteps(t *testing.T) {
 					t.Errorf("step %d at %.4f, want %.4f (steps %v)", i+1, pts[i].Offered, want, pts)
 				}
 			}
-			if got := capacity(pts); got-c.capacity > 0.001 || c.capacity-got > 0.001 {
+			if got, _ := bounds(pts); got-c.capacity > 0.001 || c.capacity-got > 0.001 {
 				t.Errorf("capacity %.4f, want %.4f", got, c.capacity)
 			}
 		})
@@ -75,7 +75,7 @@ func TestSweepSteps(t *testing.T) {
 // capacity; the highest pass below the lowest fail is.
 func TestCapacityBelowTheLowestFail(t *testing.T) {
 	pts := []sweepPoint{{10, true}, {20, false}, {15, true}, {30, true}}
-	if got := capacity(pts); got != 15 {
+	if got, _ := bounds(pts); got != 15 {
 		t.Errorf("capacity %v, want 15", got)
 	}
 	// 15 to 20 is within sqrt(2) of each other: no further step.

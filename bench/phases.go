@@ -221,7 +221,8 @@ func (b *bench) sweep(ctx context.Context, name string, drain cellResult, start 
 		sr.Steps = append(sr.Steps, r)
 		pts = append(pts, sweepPoint{Offered: rate, Pass: judge(r) == ""})
 	}
-	if sr.Capacity = capacity(pts); sr.Capacity == 0 {
+	var fail float64
+	if sr.Capacity, fail = bounds(pts); sr.Capacity == 0 {
 		b.printf("capacity: %s: no step passed", name)
 		return sr, nil
 	}
@@ -235,7 +236,7 @@ func (b *bench) sweep(ctx context.Context, name string, drain cellResult, start 
 	}
 	sr.Half, sr.Near = &half, &near
 	bound := ""
-	if _, fail := bounds(pts); fail == 0 {
+	if fail == 0 {
 		bound = " (a lower bound: no step failed)"
 	}
 	b.printf("capacity: %s %.1f events/s%s; at 0.5 x: p50 %s p99 %s; at 0.9 x: p50 %s p99 %s",
