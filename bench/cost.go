@@ -202,9 +202,8 @@ func (b *bench) measureCost(ctx context.Context, db *database, before costCounte
 		c.SampleOrders++
 		c.SampleEvents += n
 	}
-	if se := float64(max(c.SampleEvents, 1)); c.SampleOrders > 0 {
-		c.WorkflowTasks, c.HistoryEvents, c.BilledActions = float64(sum.tasks)/se, float64(sum.events)/se, float64(sum.actions)/se
-	}
+	se := float64(max(c.SampleEvents, 1))
+	c.WorkflowTasks, c.HistoryEvents, c.BilledActions = float64(sum.tasks)/se, float64(sum.events)/se, float64(sum.actions)/se
 	res.Cost = &c
 	return nil
 }
