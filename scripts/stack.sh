@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
-# stack.sh — the local orderflow stack without Docker: PostgreSQL, Temporal
-# (dev server and Web UI), RocketMQ (name server, broker, and the proxy for
-# RocketMQ 5 gRPC clients) and Redis (the bridges' duplicate filter).
+# stack.sh — the local stack without Docker: PostgreSQL, Temporal (dev server,
+# UI), RocketMQ (name server, broker, gRPC proxy) and Redis (duplicate filter).
 #
 #   scripts/stack.sh up|down|status [service...]   start what is not running and wait
 #                       for health | stop, keeping data | print each one's state
