@@ -362,7 +362,7 @@ func TestLag(t *testing.T) {
 	// The lag comes from the queue maximum the broker sends with a pull,
 	// and the broker indexes a stored message into its queue a moment
 	// after the send receipt: start the consumer once all n are indexed.
-	waitIndexed(t, namesrv, topic, n)
+	testenv.WaitIndexed(t, namesrv, topic, n)
 	release := make(chan struct{})
 	var handled atomic.Int64
 	c := newConsumer(t, mq.ConsumerConfig{NameServer: namesrv, Topic: topic, Group: uniq.Name("g"), Goroutines: 1},
@@ -380,32 +380,6 @@ func TestLag(t *testing.T) {
 	if lag := c.Lag()[topic]; lag != 0 {
 		t.Errorf("lag after all messages were handled = %d, want 0", lag)
 	}
-}
-
-// waitIndexed waits until the broker's queues of topic hold n messages in
-// all.
-func waitIndexed(t *testing.T, namesrv, topic string, n int64) {
-	t.Helper()
-	r, err := mq.NewOffsetReader(namesrv, "", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	group := uniq.Name("g") // no consumer: its offsets are only read
-	testenv.WaitFor(t, 30*time.Second, func() error {
-		qs, err := r.Offsets(context.Background(), group, topic)
-		if err != nil {
-			return err
-		}
-		var stored int64
-		for _, q := range qs {
-			stored += q.Max - q.Min
-		}
-		if stored < n {
-			return fmt.Errorf("%d of %d messages indexed in the queues of %s", stored, n, topic)
-		}
-		return nil
-	})
 }
 
 func TestCreateTopicRefusesNoQueues(t *testing.T) {

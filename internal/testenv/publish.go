@@ -5,14 +5,17 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/orderflow/orderflow/internal/mq"
+	"github.com/orderflow/orderflow/internal/uniq"
 )
 
 // Publish sends n small messages to topic on the local broker, eight at a
 // time, each with its own sharding key so that they spread over the
 // topic's queues, and returns how many the broker stored in each queue (by
-// queue ID, from the send receipts). The bodies are not order events.
+// queue ID, from the send receipts), once the broker's queues hold them
+// all (WaitIndexed). The bodies are not order events.
 func Publish(t testing.TB, topic string, n int) map[int]int64 {
 	t.Helper()
 	p, err := mq.NewProducer(RocketMQNamesrv(t))
@@ -55,5 +58,35 @@ func Publish(t testing.TB, topic string, n int) map[int]int64 {
 	if firstEr != nil {
 		t.Fatalf("testenv: publish %d messages to %s: %v", n, topic, firstEr)
 	}
+	WaitIndexed(t, RocketMQNamesrv(t), topic, int64(n))
 	return perQ
+}
+
+// WaitIndexed waits, for up to 30 s, until the queues of topic on the
+// brokers namesrv routes to hold n messages in all. A broker files a
+// stored message into its queue a moment after the send receipt, so a
+// queue's maximum offset, a consumer's lag and a read of the backlog trail
+// the receipts for that moment.
+func WaitIndexed(t testing.TB, namesrv, topic string, n int64) {
+	t.Helper()
+	r, err := mq.NewOffsetReader(namesrv, "", "")
+	if err != nil {
+		t.Fatalf("testenv: offset reader: %v", err)
+	}
+	defer r.Close()
+	group := uniq.Name("indexed") // no consumer: only its offsets are read
+	WaitFor(t, 30*time.Second, func() error {
+		qs, err := r.Offsets(context.Background(), group, topic)
+		if err != nil {
+			return err
+		}
+		var stored int64
+		for _, q := range qs {
+			stored += q.Max - q.Min
+		}
+		if stored < n {
+			return fmt.Errorf("%d of %d messages filed in the queues of %s", stored, n, topic)
+		}
+		return nil
+	})
 }
