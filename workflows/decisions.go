@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
@@ -25,13 +26,18 @@ func (r *run) handle(in Delivery) error {
 		return nil
 	}
 	hash := e.ContentHash()
-	if h, ok := r.state.Recorded[e.Version]; ok && h == hash {
+	h, seen := r.state.Recorded[e.Version]
+	seen = seen && h == hash
+	if seen && !r.verify {
 		return r.duplicate(e, logger)
 	}
 
 	// The step's summary is the workflow's own decision, known before the
 	// step; the database's, authoritative, is its result.
 	local := r.expect(e)
+	if seen {
+		local = fsm.Decision{Outcome: fsm.Duplicate, Next: r.state.Order}
+	}
 	res, award, err := r.apply(in, local)
 	if err != nil {
 		if temporal.IsCanceledError(err) {
@@ -41,6 +47,18 @@ func (r *run) handle(in Delivery) error {
 		logger.Error("event could not be applied, ignored", "invalid_input", isNonRetryable(err), "error", err)
 		r.showDetails(fmt.Sprintf("v%d %s → not applied (%s)", e.Version, e.Status, firstLine(err.Error(), 200)))
 		return nil
+	}
+	if seen && res.Repeat && !r.behind(res.Decision) {
+		// The database has it too: a duplicate.
+		r.noteAward(award, logger)
+		return r.duplicate(e, logger)
+	}
+	if r.verify && (seen || r.behind(res.Decision)) {
+		// The database does not have what the run remembers (it was
+		// restored from a backup, say): it decides, and the run reloads.
+		if err := r.resync(e, logger); err != nil {
+			return err
+		}
 	}
 	last := r.adopt(e, hash, local, res, logger)
 	r.logDecision(res, logger)
@@ -108,6 +126,37 @@ func (r *run) admit(e fsm.Event, logger log.Logger) bool {
 		return false
 	}
 	return true
+}
+
+// behind reports whether the database's answer d shows an order older
+// than the one the run knows: the database lost writes the run saw (it
+// was restored from a backup), since the stored order only moves forward.
+func (r *run) behind(d fsm.Decision) bool {
+	if !r.verify || !r.state.Exists {
+		return false
+	}
+	return d.Next.OrderID == "" || d.Next.Version < r.state.Order.Version
+}
+
+// resync replaces what the run knows of the order by what the database
+// holds (LoadOrder), after the database showed that it is behind the run's
+// memory while handling e.
+func (r *run) resync(e fsm.Event, logger log.Logger) error {
+	known, keys := r.state.Order.Version, len(r.state.Recorded)
+	res, err := r.load(r.state.OrderID, SummaryResync)
+	if err != nil {
+		return err
+	}
+	r.adoptLoaded(res, true)
+	if !r.state.Order.Status.Terminal() {
+		r.state.TerminalAt = time.Time{}
+	}
+	r.state.Resyncs++
+	logger.Warn("the database is behind what this run handled (restored from a backup?): order reloaded",
+		"known_version", known, "known_keys", keys, "stored_version", r.state.Order.Version,
+		"stored_keys", len(r.state.Recorded), "found", res.Found)
+	r.showDetails(fmt.Sprintf("v%d %s → the database was behind this run: reloaded", e.Version, e.Status))
+	return nil
 }
 
 // duplicate skips an event whose business key the run has recorded with

@@ -50,11 +50,13 @@ import (
 // signal before it continues as new), testdata/v3s-* (version 3 with a
 // summary on every database step, which is user metadata that replay does
 // not compare, so the v3-* files replay against the same code; where a run
-// continues as new, "carry-pending-signals" version 1). The unprefixed
-// files are version 4: an event's decision and its ledger row are one step
-// (ApplyEventAndAward), and the deadline's timer is started only when the
-// run waits with no signal pending; the runs of continue-as-new,
-// carry-pending and carry-batch carry pending events to the next. Before
+// continues as new, "carry-pending-signals" version 1), testdata/v4-*
+// (version 4: an event's decision and its ledger row are one step,
+// ApplyEventAndAward, and the deadline's timer is started only when the run
+// waits with no signal pending; the runs of continue-as-new, carry-pending
+// and carry-batch carry pending events to the next). The unprefixed files
+// are version 5: an event the run remembers goes to the database too,
+// which confirms the duplicate (or, after a restore, applies it). Before
 // re-recording after a new version, move the unprefixed files under a
 // prefix of their own, so that they keep replaying. batched*.json have
 // order-events signals, which need no new version: the workflow handles a
@@ -94,11 +96,15 @@ func TestReplayRecordedHistories(t *testing.T) {
 // these lines in the order's event history.
 func TestRecordedHistoriesCarrySummaries(t *testing.T) {
 	for file, want := range map[string][]string{
-		// Version 4 of ChangeLocalActivities: the ledger row is written by
-		// the decision's own step.
+		// Version 4 of ChangeLocalActivities and later: the ledger row is
+		// written by the decision's own step.
 		"in-order.json": {"load the order from PostgreSQL", "v1 CREATED → applied", "v2 PAID → applied, +129 points",
 			"v3 SHIPPED → applied", "v4 DELIVERED → applied", "v5 COMPLETED → applied"},
+		// Version 5: a duplicate the run remembers is asked of the database.
 		"reordered-duplicates.json": {"load the order from PostgreSQL", "v3 SHIPPED → applied, over a gap, +129 points",
+			"v1 CREATED → stale, order at v3", "v3 SHIPPED → duplicate", "v2 PAID → stale, order at v3",
+			"v4 DELIVERED → applied", "v5 COMPLETED → applied", "v4 DELIVERED → conflict, parked", "v5 COMPLETED → duplicate"},
+		"v4-reordered-duplicates.json": {"load the order from PostgreSQL", "v3 SHIPPED → applied, over a gap, +129 points",
 			"v1 CREATED → stale, order at v3", "v2 PAID → stale, order at v3",
 			"v4 DELIVERED → applied", "v5 COMPLETED → applied", "v4 DELIVERED → conflict, parked"},
 		"cancel-after-pay.json": {"load the order from PostgreSQL", "v1 CREATED → applied", "v2 PAID → applied, +129 points",

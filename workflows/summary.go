@@ -15,6 +15,10 @@ import (
 // SummaryLoadOrder is the summary of the LoadOrder step.
 const SummaryLoadOrder = "load the order from PostgreSQL"
 
+// SummaryResync is the summary of the LoadOrder step of a run that found
+// the database behind its memory.
+const SummaryResync = "reload the order: the database is behind this run"
+
 // Summaries of the timers with which the workflow ends a workflow task
 // (ChangeCarryPendingSignals).
 const (

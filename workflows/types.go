@@ -121,6 +121,9 @@ type State struct {
 	// Carried counts the events the previous run handed over unhandled
 	// (Input.Pending) when it continued as new.
 	Carried int `json:"carried"`
+	// Resyncs counts the times this chain of runs found the database
+	// behind what it had handled and reloaded the order from it.
+	Resyncs int `json:"resyncs,omitempty"`
 	// Runs counts the runs of this chain: 1 for a fresh run, +1 for each
 	// continue-as-new.
 	Runs int `json:"runs"`

@@ -66,7 +66,14 @@ func LocalActivityOptions() workflow.LocalActivityOptions {
 // started only when the run waits with no signal pending (a signal already
 // there ends the wait at once), and a timer that a nearer deadline
 // supersedes is left to lapse rather than cancelled (it is later than the
-// new one, so the run ends first). A new change ID would cost every run
+// new one, so the run ends first). Version 5: the run's memory of what it
+// handled is a cache the database overrules. An event the run has recorded
+// with the same content is not skipped on the run's word: it goes to the
+// database like any other (ApplyEventAndAward, which a repeat leaves
+// unchanged), and when the database does not have it, or answers with an
+// order older than the one the run knows, the run reloads the order from
+// the database (LoadOrder) and goes on from there (a restored backup; see
+// docs/operating.md). A new change ID would cost every run
 // one more marker and one more TemporalChangeVersion upsert (a billable
 // action), so the change is a version of this one. Runs recorded before a
 // change replay with the older behaviour (workflow.DefaultVersion: regular
@@ -79,6 +86,7 @@ const (
 	versionCoalesceStatus  workflow.Version = 2
 	versionReconcileLedger workflow.Version = 3
 	versionLeanTasks       workflow.Version = 4
+	versionVerifyMemory    workflow.Version = 5
 )
 
 // Register registers OrderWorkflow under its type name WorkflowType.
@@ -110,7 +118,7 @@ func OrderWorkflow(ctx workflow.Context, in Input) (Result, error) {
 	actx, _ := workflow.NewDisconnectedContext(ctx)
 	actx = workflow.WithActivityOptions(actx, ActivityOptions())
 	actx = workflow.WithLocalActivityOptions(actx, LocalActivityOptions())
-	version := workflow.GetVersion(ctx, ChangeLocalActivities, workflow.DefaultVersion, versionLeanTasks)
+	version := workflow.GetVersion(ctx, ChangeLocalActivities, workflow.DefaultVersion, versionVerifyMemory)
 	r := &run{
 		root: ctx,
 		ctx:  actx,
@@ -127,8 +135,10 @@ func OrderWorkflow(ctx workflow.Context, in Input) (Result, error) {
 		oneStep: version >= versionLeanTasks,
 		// A timer only when the run waits for one.
 		leanTimers: version >= versionLeanTasks,
-		logger:     log.With(workflow.GetLogger(ctx), "order_id", orderID),
-		params:     in.Params.withDefaults(),
+		// The database, not the run's memory, says what is a duplicate.
+		verify: version >= versionVerifyMemory,
+		logger: log.With(workflow.GetLogger(ctx), "order_id", orderID),
+		params: in.Params.withDefaults(),
 	}
 	if err := workflow.SetQueryHandler(ctx, api.QueryState, func() (State, error) { return r.state.clone(), nil }); err != nil {
 		return Result{}, fmt.Errorf("register %s query: %w", api.QueryState, err)
@@ -189,6 +199,10 @@ type run struct {
 	// the run waits with no signal pending, and a superseded one is not
 	// cancelled.
 	leanTimers bool
+	// verify is true when an event the run has recorded still goes to the
+	// database, and a database that is behind the run's memory makes the
+	// run reload the order.
+	verify bool
 	// last is the last decision, as the current details show it.
 	last string
 	// pending are the events received but not handled yet, oldest first:
@@ -253,32 +267,51 @@ func (s State) clone() State {
 
 // rehydrate loads the order and its recorded business keys from PostgreSQL.
 func (r *run) rehydrate(orderID string) error {
-	var res activities.LoadOrderResult
-	if err := r.execute(acts.LoadOrder, orderID, SummaryLoadOrder).Get(r.ctx, &res); err != nil {
-		return fmt.Errorf("load order %s: %w", orderID, err)
+	res, err := r.load(orderID, SummaryLoadOrder)
+	if err != nil {
+		return err
 	}
 	r.state = State{
-		OrderID:  orderID,
-		Exists:   res.Found,
-		Recorded: make(map[int64]string, len(res.Versions)),
-		Counts:   make(map[fsm.Outcome]int64),
-		Runs:     1,
+		OrderID: orderID,
+		Counts:  make(map[fsm.Outcome]int64),
+		Runs:    1,
 	}
+	r.adoptLoaded(res, r.reconcile)
+	r.logger.Info("order rehydrated", "found", res.Found, "status", res.Order.Status,
+		"version", res.Order.Version, "recorded_keys", len(res.Versions))
+	return nil
+}
+
+// load runs LoadOrder with summary as the step's summary.
+func (r *run) load(orderID, summary string) (activities.LoadOrderResult, error) {
+	var res activities.LoadOrderResult
+	if err := r.execute(acts.LoadOrder, orderID, summary).Get(r.ctx, &res); err != nil {
+		return res, fmt.Errorf("load order %s: %w", orderID, err)
+	}
+	return res, nil
+}
+
+// adoptLoaded replaces what the run knows of the order's rows by res: the
+// order, the recorded business keys and, with ledger, the ledger rows in
+// place.
+func (r *run) adoptLoaded(res activities.LoadOrderResult, ledger bool) {
+	r.state.Exists = res.Found
+	r.state.Order = fsm.Order{}
+	r.state.Points = 0
 	if res.Found {
 		r.state.Order = res.Order
 		r.state.Points = res.Order.NetPoints()
 	}
+	r.state.Recorded = make(map[int64]string, len(res.Versions))
 	for v, h := range res.Versions {
 		r.state.Recorded[v] = h
 	}
-	if r.reconcile {
+	r.state.PurchaseAwarded, r.state.RefundAwarded = false, false
+	if ledger {
 		for _, k := range res.Awarded {
 			r.state.setAwarded(k)
 		}
 	}
-	r.logger.Info("order rehydrated", "found", res.Found, "status", res.Order.Status,
-		"version", res.Order.Version, "recorded_keys", len(res.Versions))
-	return nil
 }
 
 // deadline is when the run completes if no event arrives: the grace period

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -294,8 +295,10 @@ func TestReorderedWithDuplicates(t *testing.T) {
 	h.send(0, e[2], e[0], e[2], e[1], e[4], e[3], e[4])
 	r := h.run(Input{Params: params()})
 	checkReorderedWithDuplicates(t, r.State)
-	// Duplicates never reach the database; stale events do (audit).
-	if len(h.db.applies) != 5 || len(h.db.keys) != 5 {
+	// Every event reaches the database, the duplicates too: the database,
+	// not the run's memory, judges them repeats, and records each business
+	// key once.
+	if len(h.db.applies) != 7 || len(h.db.keys) != 5 {
 		t.Errorf("applies = %v", h.db.applies)
 	}
 	if len(h.db.awards) != 1 {
@@ -573,13 +576,13 @@ func TestContinueAsNewDrainsAndCarries(t *testing.T) {
 	}
 
 	// The next run starts from the carried state without loading it.
-	h2 := newHarness(t, "N-1")
+	h2 := newHarnessOn(t, "N-1", h.db)
 	h2.oldContinueAsNew()
 	in.Params.MaxEventsPerRun = 10
 	h2.send(time.Second, e[4], e[2])
 	r := h2.run(in)
 	s := r.State
-	if len(h2.db.loads) != 0 {
+	if len(h2.db.loads) != 1 {
 		t.Errorf("continued run loaded the order: %v", h2.db.loads)
 	}
 	if s.Runs != 2 || s.Processed != 2 || s.Count(fsm.Applied) != 4 || s.Count(fsm.Duplicate) != 2 ||
@@ -671,8 +674,8 @@ func TestBatchIsHandledLikeSeparateSignals(t *testing.T) {
 	h.sendBatch(2*time.Millisecond, e[4], e[3], e[4])
 	r := h.run(Input{Params: params()})
 	checkReorderedWithDuplicates(t, r.State)
-	// In the order sent: v3, v1, v2, v5, v4 (the two duplicates skipped).
-	if want := []string{"B-1@3", "B-1@1", "B-1@2", "B-1@5", "B-1@4"}; !slices.Equal(h.db.applies, want) {
+	// In the order sent, the duplicates asked of the database too.
+	if want := []string{"B-1@3", "B-1@1", "B-1@3", "B-1@2", "B-1@5", "B-1@4", "B-1@5"}; !slices.Equal(h.db.applies, want) {
 		t.Errorf("applied in order %v, want %v", h.db.applies, want)
 	}
 }
@@ -730,9 +733,10 @@ func TestContinueAsNewCarriesPendingSignals(t *testing.T) {
 	if len(h2.db.loads) != 1 {
 		t.Errorf("continued run loaded the order: %v", h2.db.loads)
 	}
-	// The carried v2 (duplicate), v4 (applied over the gap) and v3 (stale)
-	// come first, then v5 and v3 again (duplicate).
-	if got := strings.Join(h2.db.applies, " "); got != "N-2@1 N-2@2 N-2@4 N-2@3 N-2@5" {
+	// The carried v2 (duplicate, which the database confirms), v4 (applied
+	// over the gap) and v3 (stale) come first, then v5 and v3 again
+	// (duplicate).
+	if got := strings.Join(h2.db.applies, " "); got != "N-2@1 N-2@2 N-2@2 N-2@4 N-2@3 N-2@5 N-2@3" {
 		t.Errorf("applies = %s", got)
 	}
 	if s.Runs != 2 || s.Carried != 3 || s.Processed != 5 || s.Count(fsm.Applied) != 4 || s.Count(fsm.Duplicate) != 2 ||
@@ -770,7 +774,7 @@ func TestContinueAsNewCarriesTheRestOfABatch(t *testing.T) {
 	in.Params.MaxEventsPerRun = 10
 	h2.sendBatch(time.Second, e[4], e[3])
 	r := h2.run(in)
-	if got := strings.Join(h2.db.applies, " "); got != "NB-2@1 NB-2@2 NB-2@3 NB-2@4 NB-2@5" {
+	if got := strings.Join(h2.db.applies, " "); got != "NB-2@1 NB-2@2 NB-2@3 NB-2@4 NB-2@5 NB-2@4" {
 		t.Errorf("applies = %s", got)
 	}
 	s := r.State
@@ -1258,5 +1262,113 @@ func TestTaskBound(t *testing.T) {
 		if got := taskBound(c.prev, c.arrived); got != c.want {
 			t.Errorf("taskBound(%d events, %d signals) = %d, want %d", c.prev, c.arrived, got, c.want)
 		}
+	}
+}
+
+// snapshot is a copy of the fake database's rows, as a backup holds them.
+type snapshot struct {
+	orders   map[string]fsm.Order
+	keys     map[fsm.Key]string
+	outcomes map[fsm.Key]fsm.Outcome
+	points   map[string]int64
+}
+
+// backup copies the fake database's rows.
+func (f *fakeDB) backup() snapshot {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return snapshot{maps.Clone(f.orders), maps.Clone(f.keys), maps.Clone(f.outcomes), maps.Clone(f.points)}
+}
+
+// restore puts the rows of b back, losing every write since.
+func (f *fakeDB) restore(b snapshot) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.orders, f.keys, f.outcomes, f.points = maps.Clone(b.orders), maps.Clone(b.keys), maps.Clone(b.outcomes), maps.Clone(b.points)
+}
+
+// diff reports how the fake database's rows differ from want's.
+func (f *fakeDB) diff(want snapshot) string {
+	got := f.backup()
+	var d []string
+	if !maps.Equal(got.orders, want.orders) {
+		d = append(d, fmt.Sprintf("orders %v, want %v", got.orders, want.orders))
+	}
+	if !maps.Equal(got.keys, want.keys) {
+		d = append(d, fmt.Sprintf("keys %v, want %v", got.keys, want.keys))
+	}
+	if !maps.Equal(got.points, want.points) {
+		d = append(d, fmt.Sprintf("points %v, want %v", got.points, want.points))
+	}
+	return strings.Join(d, "; ")
+}
+
+// The database is restored from a backup taken after the order was
+// created, while the run remembers it paid and shipped. The redelivered
+// events, duplicates to the run's memory, are asked of the database, which
+// lacks them: they are applied again, the purchase row with them, and the
+// run reloads the order. The rows end as before the loss.
+func TestRestoredDatabaseGetsRedeliveredEventsBack(t *testing.T) {
+	h := newHarness(t, "RB-1")
+	e := lifecycle("RB-1", 7_000)
+	var afterCreate, beforeLoss snapshot
+	h.send(time.Second, e[0])
+	h.env.RegisterDelayedCallback(func() { afterCreate = h.db.backup() }, 2*time.Second)
+	h.send(3*time.Second, e[1], e[2])
+	h.env.RegisterDelayedCallback(func() {
+		beforeLoss = h.db.backup()
+		h.db.restore(afterCreate)
+	}, 4*time.Second)
+	h.send(5*time.Second, e[1], e[2])
+	r := h.run(Input{Params: params()})
+	if len(beforeLoss.keys) != 3 || len(afterCreate.keys) != 1 || len(beforeLoss.points) != 1 {
+		t.Fatalf("the scenario did not run as built: backup keys %v, before the loss keys %v points %v",
+			afterCreate.keys, beforeLoss.keys, beforeLoss.points)
+	}
+	if d := h.db.diff(beforeLoss); d != "" {
+		t.Errorf("after the redelivery: %s", d)
+	}
+	s := r.State
+	if s.Resyncs != 1 || s.Order.Status != fsm.Shipped || s.Order.Version != 3 || !s.PurchaseAwarded || len(s.Recorded) != 3 {
+		t.Errorf("run: resyncs %d, %s v%d, purchase awarded %v, recorded %v", s.Resyncs, s.Order.Status, s.Order.Version,
+			s.PurchaseAwarded, s.Recorded)
+	}
+}
+
+// After the same loss, the first event to come is a new one: the
+// database's answer shows an order older than the run knows, and the run
+// reloads it; the redelivered events that follow are no longer in its
+// memory and are applied.
+func TestRestoredDatabaseBehindOnANewEvent(t *testing.T) {
+	h := newHarness(t, "RB-2")
+	e := lifecycle("RB-2", 7_000)
+	var afterCreate snapshot
+	h.send(time.Second, e[0])
+	h.env.RegisterDelayedCallback(func() { afterCreate = h.db.backup() }, 2*time.Second)
+	h.send(3*time.Second, e[1], e[2])
+	h.env.RegisterDelayedCallback(func() { h.db.restore(afterCreate) }, 4*time.Second)
+	h.send(5*time.Second, e[3])
+	h.send(6*time.Second, e[1], e[2])
+	r := h.run(Input{Params: params()})
+	if got := h.db.orders["RB-2"]; got.Status != fsm.Delivered || got.Version != 4 {
+		t.Errorf("stored order %s v%d, want DELIVERED v4", got.Status, got.Version)
+	}
+	if len(h.db.keys) != 4 || h.db.points["RB-2/purchase"] != 70 {
+		t.Errorf("keys %v, points %v: want v1 to v4 and the 70-point purchase row", h.db.keys, h.db.points)
+	}
+	if s := r.State; s.Resyncs != 1 || s.Order.Version != 4 {
+		t.Errorf("run: resyncs %d, v%d", s.Resyncs, s.Order.Version)
+	}
+}
+
+// Without a loss the run never reloads: a database that agrees with the
+// run's memory confirms its duplicates.
+func TestDuplicatesConfirmedWithoutReload(t *testing.T) {
+	h := newHarness(t, "RB-3")
+	e := lifecycle("RB-3", 7_000)
+	h.send(time.Second, e[0], e[1], e[1], e[2], e[0])
+	r := h.run(Input{Params: params()})
+	if s := r.State; s.Resyncs != 0 || len(h.db.loads) != 1 || s.Count(fsm.Duplicate) != 2 {
+		t.Errorf("resyncs %d, loads %v, counts %v", s.Resyncs, h.db.loads, s.Counts)
 	}
 }
