@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -128,6 +129,65 @@ func (r *Redis) Remember(ctx context.Context, k fsm.Key, hash string) error {
 		return fmt.Errorf("redis SET NX %s: %w", k, err)
 	}
 	return nil
+}
+
+// KeyPrefix is the prefix of the tier's keys for the Temporal namespace
+// namespace: deployments sharing a Redis server keep apart by namespace.
+func KeyPrefix(namespace string) string { return "orderflow:dedup:" + namespace + ":" }
+
+// forgetBatch is how many keys one SCAN step asks for and one UNLINK
+// deletes.
+const forgetBatch = 1000
+
+// Forget deletes every key of the tier (all keys under its KeyPrefix) and
+// returns how many it deleted, or with dryRun only counts them. After a
+// database restore, the keys of events signalled since the backup would
+// confirm, as duplicates, the redelivered messages the database lost.
+// Keys written meanwhile by running bridges may be deleted too: that only
+// costs a lookup in the ledger.
+func (r *Redis) Forget(ctx context.Context, dryRun bool) (int64, error) {
+	var n int64
+	iter := r.c.Scan(ctx, 0, globEscape(r.prefix)+"*", forgetBatch).Iterator()
+	batch := make([]string, 0, forgetBatch)
+	flush := func() error {
+		if len(batch) == 0 || dryRun {
+			n += int64(len(batch))
+			batch = batch[:0]
+			return nil
+		}
+		deleted, err := r.c.Unlink(ctx, batch...).Result()
+		n += deleted
+		batch = batch[:0]
+		if err != nil {
+			return fmt.Errorf("redis UNLINK: %w", err)
+		}
+		return nil
+	}
+	for iter.Next(ctx) {
+		batch = append(batch, iter.Val())
+		if len(batch) == forgetBatch {
+			if err := flush(); err != nil {
+				return n, err
+			}
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return n, fmt.Errorf("redis SCAN %s*: %w", r.prefix, err)
+	}
+	return n, flush()
+}
+
+// globEscape escapes the characters that Redis's MATCH patterns treat
+// specially.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, c := range s {
+		if strings.ContainsRune(`*?[]\^`, c) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
 }
 
 // Ping checks that the server answers.

@@ -2,6 +2,7 @@ package dedup
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -141,5 +142,43 @@ func TestOpenRedisHidesThePassword(t *testing.T) {
 		if strings.Contains(err.Error(), "planted-pw") {
 			t.Errorf("OpenRedis error shows the password: %v", err)
 		}
+	}
+}
+
+// Forget counts, then deletes, the keys of its own prefix, among them one
+// whose prefix holds a glob character, and leaves another prefix's keys.
+func TestRedisForget(t *testing.T) {
+	url := testenv.RedisURL(t)
+	ctx := context.Background()
+	r := openTestRedis(t, url, RedisOptions{KeyPrefix: uniq.Name("forget*[x]") + ":", TTL: time.Hour})
+	// A prefix that the glob of r's would match if it were not escaped.
+	lookalike := openTestRedis(t, url, RedisOptions{KeyPrefix: strings.Replace(r.prefix, "*", "-more-", 1), TTL: time.Hour})
+	const n = 2500 // more than one SCAN and UNLINK batch
+	for i := range n {
+		if err := r.Remember(ctx, fsm.Key{OrderID: fmt.Sprintf("o-%d", i), Version: 1}, "h"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kept := fsm.Key{OrderID: "o-1", Version: 1}
+	if err := lookalike.Remember(ctx, kept, "h"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := r.Forget(ctx, true); err != nil || got != n {
+		t.Fatalf("dry run counted %d, %v; want %d", got, err, n)
+	}
+	if _, found, _ := r.Get(ctx, kept); !found {
+		t.Fatal("the dry run deleted a key")
+	}
+	if got, err := r.Forget(ctx, false); err != nil || got != n {
+		t.Fatalf("Forget deleted %d, %v; want %d", got, err, n)
+	}
+	if _, found, _ := r.Get(ctx, kept); found {
+		t.Error("a key of the prefix survived Forget")
+	}
+	if _, found, _ := lookalike.Get(ctx, kept); !found {
+		t.Error("Forget deleted a key of another prefix")
+	}
+	if got, err := r.Forget(ctx, true); err != nil || got != 0 {
+		t.Errorf("after Forget, %d keys, %v", got, err)
 	}
 }

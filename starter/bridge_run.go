@@ -450,7 +450,7 @@ func openDedup(ctx context.Context, cfg bridgeConfig, namespace string, ledger d
 		return dedup.New(o), func() {}, nil
 	}
 	dedup.UseSlog(log)
-	r, err := dedup.OpenRedis(cfg.RedisURL, dedup.RedisOptions{KeyPrefix: "orderflow:dedup:" + namespace + ":",
+	r, err := dedup.OpenRedis(cfg.RedisURL, dedup.RedisOptions{KeyPrefix: dedup.KeyPrefix(namespace),
 		TTL: cfg.Dedup.RedisTTL, Timeout: cfg.Dedup.RedisTimeout, PoolSize: cfg.Concurrency + 2})
 	if err != nil {
 		return nil, nil, err

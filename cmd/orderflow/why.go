@@ -329,6 +329,9 @@ func printWhy(w io.Writer, r whyReport) error {
 			if st := wf.State; st != nil {
 				fmt.Fprintf(w, "  state:   %s v%d, %+d points, %d event(s) handled in this run, chain of %d run(s)\n", st.Status(), st.Order.Version,
 					st.Points, st.Processed, st.Runs)
+				if st.Resyncs > 0 {
+					fmt.Fprintf(w, "  resyncs: %d: the database was behind what the run had handled (restored?); the run reloaded the order\n", st.Resyncs)
+				}
 				if wf.Details == "" {
 					fmt.Fprintf(w, "  counts:  %s\n", workflows.Counts(*st))
 				}

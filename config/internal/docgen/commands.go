@@ -41,6 +41,8 @@ var commands = []command{
 	{"orderflow", []string{"dlq", "show"}},
 	{"orderflow", []string{"dlq", "replay"}},
 	{"orderflow", []string{"prune"}},
+	{"orderflow", []string{"recover"}},
+	{"orderflow", []string{"rewind"}},
 }
 
 // checkSubcommands compares the subcommands `orderflow -h` lists (lines
