@@ -15,6 +15,8 @@
 -- Lifecycle states, outcomes and points kinds mirror package fsm; change them
 -- together.
 
+-- orderflow: expand. Additive: a binary of the schema before runs on it.
+
 -- +goose Up
 
 -- orders: the current snapshot of every order, as the highest-version event

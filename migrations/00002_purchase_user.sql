@@ -3,6 +3,10 @@
 -- purchase row written late (after a crash between the state change and the
 -- ledger insert) still goes to the user of the event that paid.
 
+-- orderflow: contract, oldest binary 2. The CHECK below refuses what a
+-- binary of schema 1 writes (a purchased order without purchase_user_id), so
+-- no such binary may run on this schema.
+
 -- +goose Up
 
 -- orders.purchase_user_id: set together with purchased, by the same write.

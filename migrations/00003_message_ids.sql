@@ -7,6 +7,8 @@
 -- Duplicates the workflow recognises itself never reach the database: its
 -- `state` query counts them.
 
+-- orderflow: expand. Additive: a binary of the schema before runs on it.
+
 -- +goose Up
 
 ALTER TABLE order_events ADD COLUMN message_ids text[] NOT NULL DEFAULT '{}'

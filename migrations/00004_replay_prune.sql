@@ -14,6 +14,8 @@
 -- key still changes nothing; the audit checks such an order's ledger
 -- against its orders row instead of its (removed) decisions.
 
+-- orderflow: expand. Additive: a binary of the schema before runs on it.
+
 -- +goose Up
 
 ALTER TABLE dead_letters ADD COLUMN replayed_at timestamptz;

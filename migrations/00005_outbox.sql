@@ -25,6 +25,8 @@
 -- (the committed message keeps it). Rows may be removed once the broker can
 -- no longer check back (producer.PruneOutbox; hours after created_at).
 
+-- orderflow: expand. Additive: a binary of the schema before runs on it.
+
 -- +goose Up
 
 CREATE TABLE IF NOT EXISTS producer_sequences (

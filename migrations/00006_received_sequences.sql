@@ -14,6 +14,8 @@
 -- + 1); it has been open since the earliest "since" of the ranges above
 -- it. store.SequenceGaps reads them.
 
+-- orderflow: expand. Additive: a binary of the schema before runs on it.
+
 -- +goose Up
 
 CREATE TABLE received_seq_producers (

@@ -13,6 +13,10 @@
 -- size with the oversize reason and no column to say so: those rows are
 -- zlib, and are marked so here.
 
+-- orderflow: contract, oldest binary 7. The backfill below marks the rows
+-- parked so far once; a binary of schema 6 would go on parking oversize
+-- compressed bodies without the column, to be read as uncompressed.
+
 -- +goose Up
 
 ALTER TABLE dead_letters ADD COLUMN body_compression text NOT NULL DEFAULT ''

@@ -1,7 +1,8 @@
 // Package migrations holds orderflow's PostgreSQL schema as plain SQL files,
 // embedded in the binary and applied with pressly/goose by `orderflow
-// migrate` (Apply) alone; the worker, the bridge and every other command
-// only Check that the database's schema is the binary's.
+// migrate` (Apply, and Revert for a rollback) alone; the worker, the bridge
+// and every other command only Check that they run on the database's
+// schema: their own, or a newer one within the schema window (window.go).
 //
 // Up is safe to call from several processes at once: goose holds a
 // PostgreSQL session-level advisory lock while it migrates, and whoever gets
@@ -40,8 +41,8 @@ func Up(ctx context.Context, db *sql.DB) error {
 	return err
 }
 
-// Result is what Apply did: the migration files it applied, in order, and
-// the schema version afterwards.
+// Result is what Apply or Revert did: the migration files applied, or
+// undone (Revert, newest first), and the schema version afterwards.
 type Result struct {
 	Applied []string
 	Version int64
@@ -49,21 +50,9 @@ type Result struct {
 
 // Apply is Up, reporting what it applied and the resulting schema version.
 func Apply(ctx context.Context, db *sql.DB) (Result, error) {
-	locker, err := lock.NewPostgresSessionLocker(
-		lock.WithLockID(lockID),
-		// Poll every second for up to five minutes.
-		lock.WithLockTimeout(1, 300),
-	)
+	p, err := provider(db)
 	if err != nil {
-		return Result{}, fmt.Errorf("migrations: session locker: %w", err)
-	}
-	p, err := goose.NewProvider(goose.DialectPostgres, db, FS,
-		goose.WithSessionLocker(locker),
-		goose.WithDisableGlobalRegistry(true),
-		goose.WithSlog(slog.Default().With("component", "migrations")),
-	)
-	if err != nil {
-		return Result{}, fmt.Errorf("migrations: goose provider: %w", err)
+		return Result{}, err
 	}
 	results, err := p.Up(ctx)
 	if err != nil {
@@ -79,6 +68,28 @@ func Apply(ctx context.Context, db *sql.DB) (Result, error) {
 		return res, fmt.Errorf("migrations: schema version: %w", err)
 	}
 	return res, nil
+}
+
+// provider is goose over the embedded files, holding orderflow's advisory
+// lock while it changes the schema.
+func provider(db *sql.DB) (*goose.Provider, error) {
+	locker, err := lock.NewPostgresSessionLocker(
+		lock.WithLockID(lockID),
+		// Poll every second for up to five minutes.
+		lock.WithLockTimeout(1, 300),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("migrations: session locker: %w", err)
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, db, FS,
+		goose.WithSessionLocker(locker),
+		goose.WithDisableGlobalRegistry(true),
+		goose.WithSlog(slog.Default().With("component", "migrations")),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("migrations: goose provider: %w", err)
+	}
+	return p, nil
 }
 
 // Fingerprint is the hex SHA-256 of every migration file's name and content.

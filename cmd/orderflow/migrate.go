@@ -29,16 +29,25 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	var (
 		cfg     config.Config
 		timeout time.Duration
+		downTo  int
+		yes     bool
 	)
-	s := config.NewSet("migrate", "Usage: orderflow migrate [flags]   (apply the pending schema migrations, then exit)", stderr)
+	s := config.NewSet("migrate", "Usage: orderflow migrate [flags]   (apply the pending schema migrations, then exit; "+
+		"-down-to N -yes: undo expand steps for a rollback)", stderr)
 	cfg.RegisterDatabase(s)
 	s.Duration(&timeout, 5*time.Minute, config.Own("ORDERFLOW_MIGRATE_", "timeout",
 		"how long to wait for PostgreSQL to answer and for another process's migration to finish"))
+	s.Int(&downTo, -1, config.Setting{Flag: "down-to", Usage: "undo the expand steps above this schema version instead, for a rollback to a release " +
+		"that predates the schema window (version 8); refused across a contract step (a flag only, no variable sets it)"})
+	s.Bool(&yes, false, consentFlag("yes", "with -down-to, undo: without it -down-to only lists what it would undo"))
 	if err := parse(s, args); err != nil {
 		return err
 	}
 	if timeout <= 0 {
 		return fmt.Errorf("%w: -timeout must be positive, got %s", errUsage, timeout)
+	}
+	if yes && downTo < 0 {
+		return fmt.Errorf("%w: -yes only goes with -down-to", errUsage)
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -63,6 +72,9 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		case <-time.After(migratePing):
 		}
 	}
+	if downTo >= 0 {
+		return revert(ctx, db, int64(downTo), !yes, where, stdout)
+	}
 	res, err := migrations.Apply(ctx, db)
 	if err != nil {
 		return fmt.Errorf("migrate PostgreSQL at %s%s: %w", where, privilegeHint(err), redactErr(err, cfg.DatabaseURL))
@@ -72,6 +84,24 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return nil
 	}
 	fmt.Fprintf(stdout, "applied %s; schema at version %d\n", strings.Join(res.Applied, ", "), res.Version)
+	return nil
+}
+
+// revert undoes the expand steps above version to (a dry run with dryRun)
+// and says what it undid.
+func revert(ctx context.Context, db *sql.DB, to int64, dryRun bool, where string, stdout io.Writer) error {
+	res, err := migrations.Revert(ctx, db, to, dryRun)
+	if err != nil {
+		return fmt.Errorf("migrate PostgreSQL at %s down to %d%s: %w", where, to, privilegeHint(err), err)
+	}
+	switch {
+	case len(res.Applied) == 0:
+		fmt.Fprintf(stdout, "nothing to undo: schema at version %d\n", res.Version)
+	case dryRun:
+		fmt.Fprintf(stdout, "would undo %s; schema at version %d (-yes to undo)\n", strings.Join(res.Applied, ", "), res.Version)
+	default:
+		fmt.Fprintf(stdout, "undid %s; schema at version %d\n", strings.Join(res.Applied, ", "), res.Version)
+	}
 	return nil
 }
 

@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
 
 	"github.com/orderflow/orderflow/internal/testenv"
+	"github.com/orderflow/orderflow/migrations"
 )
 
 func TestMigrateAppliesThenFindsTheSchemaCurrent(t *testing.T) {
@@ -55,6 +57,7 @@ func TestMigrateUsage(t *testing.T) {
 		{[]string{"migrate", "-h"}, 0},
 		{[]string{"migrate", "extra"}, 2},
 		{[]string{"migrate", "-timeout", "0s"}, 2},
+		{[]string{"migrate", "-yes"}, 2},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(context.Background(), c.args, &out, &errOut); code != c.code {
@@ -82,4 +85,52 @@ func TestMigrateAsTheRuntimeRoleSaysToUseTheOwner(t *testing.T) {
 	if exists {
 		t.Error("goose's table was created by the runtime role")
 	}
+}
+
+// TestMigrateDownForARollback: -down-to lists, then with -yes undoes, the
+// expand steps above a version, after which a binary of that schema would
+// run; across a contract step it refuses and changes nothing.
+func TestMigrateDownForARollback(t *testing.T) {
+	_, dsn := testenv.NewDatabase(t)
+	t.Setenv("DATABASE_URL", dsn)
+	newest := newestMigration(t)
+	migrate := func(args ...string) (int, string) {
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), append([]string{"migrate", "-timeout", "1m"}, args...), &out, &errOut)
+		return code, out.String() + errOut.String()
+	}
+	window := fmt.Sprintf("%05d_schema_window.sql", migrations.WindowVersion)
+	if code, out := migrate("-down-to", fmt.Sprint(migrations.WindowVersion-1)); code != 0 || !strings.Contains(out, "would undo") ||
+		!strings.Contains(out, window) || !strings.Contains(out, fmt.Sprintf("schema at version %d", newest)) {
+		t.Fatalf("dry run: exit %d\n%s", code, out)
+	}
+	// Across 00007, a contract step: refused, nothing undone.
+	if code, out := migrate("-down-to", "6", "-yes"); code != 1 || !strings.Contains(out, "contract step") ||
+		!strings.Contains(out, "00007_dead_letter_compression.sql") {
+		t.Errorf("down across a contract step: exit %d\n%s", code, out)
+	}
+	if v := schemaVersion(t, dsn); v != int64(newest) {
+		t.Fatalf("the refused down changed the schema to %d", v)
+	}
+	if code, out := migrate("-down-to", fmt.Sprint(migrations.WindowVersion-1), "-yes"); code != 0 || !strings.Contains(out, "undid") ||
+		!strings.Contains(out, fmt.Sprintf("schema at version %d", migrations.WindowVersion-1)) {
+		t.Fatalf("down: exit %d\n%s", code, out)
+	}
+	if v := schemaVersion(t, dsn); v != migrations.WindowVersion-1 {
+		t.Errorf("schema at %d after the down, want %d", v, migrations.WindowVersion-1)
+	}
+	// And up again.
+	if code, out := migrate(); code != 0 || !strings.Contains(out, window) {
+		t.Errorf("up after the down: exit %d\n%s", code, out)
+	}
+}
+
+// schemaVersion reads the schema version of the database at dsn.
+func schemaVersion(t *testing.T, dsn string) int64 {
+	t.Helper()
+	v, err := migrations.Version(context.Background(), openSQL(t, dsn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }

@@ -86,8 +86,11 @@ func openSQL(t *testing.T, dsn string) *sql.DB {
 // readOnlyCommands are subcommands that only read the database.
 var readOnlyCommands = [][]string{
 	{"dlq", "list"},
+	{"dlq", "show", "1"},
 	{"why", "order-1"},
 	{"audit", "-settle", "0s"},
+	{"gaps"},
+	{"prune", "-older-than", "30d"},
 }
 
 // TestReadOnlyCommandsRefuseAnOlderSchema: against a database without the
@@ -133,10 +136,11 @@ func TestReadOnlyCommandsRefuseAnOlderSchema(t *testing.T) {
 	}
 }
 
-// TestReadOnlyCommandsRefuseANewerSchema: against a schema newer than the
-// binary's, a subcommand exits 1 naming both versions and that the binary
-// is the older one.
-func TestReadOnlyCommandsRefuseANewerSchema(t *testing.T) {
+// TestCommandsRunWithinTheSchemaWindow: on a schema one expand step newer
+// than the binary's, a subcommand runs; on one whose contract step needs a
+// newer binary, it exits 1 naming the schema's version, the window's lower
+// end and the binary's, without suggesting to migrate.
+func TestCommandsRunWithinTheSchemaWindow(t *testing.T) {
 	newest := newestMigration(t)
 	_, dsn := testenv.NewDatabase(t)
 	db := openSQL(t, dsn)
@@ -145,10 +149,22 @@ func TestReadOnlyCommandsRefuseANewerSchema(t *testing.T) {
 	}
 	t.Setenv("DATABASE_URL", dsn)
 	for _, args := range readOnlyCommands {
+		if _, out, errOut := runCmd(args...); strings.Contains(errOut, "schema") {
+			t.Errorf("%v on a schema at version %d (an expand step): refused\n%s%s", args, newest+1, out, errOut)
+		}
+	}
+	if _, err := db.Exec(`INSERT INTO goose_db_version (version_id, is_applied) VALUES ($1, true)`, newest+2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`UPDATE orderflow_schema SET oldest_binary = $1`, newest+1); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range readOnlyCommands {
 		code, out, errOut := runCmd(args...)
-		for _, w := range []string{fmt.Sprintf("version %d", newest+1), fmt.Sprintf("version %d", newest), "older than the schema"} {
+		for _, w := range []string{fmt.Sprintf("version %d", newest+2), fmt.Sprintf("schema %d or newer", newest+1),
+			fmt.Sprintf("this binary's schema is %d", newest)} {
 			if code != 1 || !strings.Contains(errOut, w) {
-				t.Errorf("%v on a schema at version %d: exit %d, want 1 with %q in\n%s%s", args, newest+1, code, w, out, errOut)
+				t.Errorf("%v on a schema at version %d for binaries from %d: exit %d, want 1 with %q in\n%s%s", args, newest+2, newest+1, code, w, out, errOut)
 			}
 		}
 		if strings.Contains(errOut, "run `orderflow migrate`") {
