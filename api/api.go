@@ -70,6 +70,10 @@ const (
 	ErrTypeUnknownOrder = "UnknownOrder"
 )
 
+// ErrTypeBadWorkflowID is the type of the error with which OrderWorkflow
+// fails when its workflow ID is not an order's ("order:{order_id}").
+const ErrTypeBadWorkflowID = "BadWorkflowID"
+
 // NonRetryableErrorTypes are the activity error types that are final: the
 // input is invalid, and trying again cannot help.
 func NonRetryableErrorTypes() []string {

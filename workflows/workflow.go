@@ -111,7 +111,7 @@ func OrderWorkflow(ctx workflow.Context, in Input) (Result, error) {
 	orderID, ok := api.OrderIDFromWorkflowID(info.WorkflowExecution.ID)
 	if !ok {
 		return Result{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("workflow ID %q is not an order workflow ID", info.WorkflowExecution.ID), "BadWorkflowID", nil)
+			fmt.Sprintf("workflow ID %q is not an order workflow ID", info.WorkflowExecution.ID), api.ErrTypeBadWorkflowID, nil)
 	}
 	// Activities run on a disconnected context: a cancellation request must
 	// not interrupt an event half-way; the loop notices it between events.
