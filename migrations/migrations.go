@@ -4,9 +4,9 @@
 // and every other command only Check that they run on the database's
 // schema: their own, or a newer one within the schema window (window.go).
 //
-// Up is safe to call from several processes at once: goose holds a
-// PostgreSQL session-level advisory lock while it migrates, and whoever gets
-// it second finds nothing left to do.
+// Up is safe to call from several processes at once, directly or through a
+// transaction pooler: goose holds a lock row (table orderflow_migration_lock)
+// while it migrates, and whoever gets it second finds nothing left to do.
 package migrations
 
 import (
@@ -19,6 +19,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"sort"
+	"time"
 
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
@@ -29,9 +30,12 @@ import (
 //go:embed *.sql
 var FS embed.FS
 
-// lockID is the advisory lock key goose holds while migrating orderflow's
+// lockID is the ID of the lock row goose holds while migrating orderflow's
 // schema ("orderflow" in ASCII, so it does not collide with goose's default).
 const lockID int64 = 0x6f72646572666c6f
+
+// lockTable is the table of goose's migration lock.
+const lockTable = "orderflow_migration_lock"
 
 // Up applies every pending migration to db, a PostgreSQL database opened with
 // a database/sql driver (pgx stdlib). It is a no-op when the schema is
@@ -70,19 +74,23 @@ func Apply(ctx context.Context, db *sql.DB) (Result, error) {
 	return res, nil
 }
 
-// provider is goose over the embedded files, holding orderflow's advisory
-// lock while it changes the schema.
+// provider is goose over the embedded files, holding orderflow's migration
+// lock while it changes the schema: a row of the table lockTable, leased
+// and kept alive by a heartbeat, rather than a session-level advisory lock,
+// which a transaction pooler in front of PostgreSQL would not keep (each
+// statement may reach another server connection).
 func provider(db *sql.DB) (*goose.Provider, error) {
-	locker, err := lock.NewPostgresSessionLocker(
-		lock.WithLockID(lockID),
-		// Poll every second for up to five minutes.
-		lock.WithLockTimeout(1, 300),
+	locker, err := lock.NewPostgresTableLocker(
+		lock.WithTableName(lockTable),
+		lock.WithTableLockID(lockID),
+		// Try every second for up to five minutes.
+		lock.WithTableLockTimeout(time.Second, 300),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("migrations: session locker: %w", err)
+		return nil, fmt.Errorf("migrations: table locker: %w", err)
 	}
 	p, err := goose.NewProvider(goose.DialectPostgres, db, FS,
-		goose.WithSessionLocker(locker),
+		goose.WithLocker(locker),
 		goose.WithDisableGlobalRegistry(true),
 		goose.WithSlog(slog.Default().With("component", "migrations")),
 	)

@@ -24,7 +24,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	gormlogger "gorm.io/gorm/logger"
@@ -44,6 +43,8 @@ var ErrUnknownOrder = errors.New("unknown order")
 // Store is orderflow's database.
 type Store struct {
 	db *gorm.DB
+	// pooler is true when Open found a transaction pooler in front.
+	pooler bool
 }
 
 // New returns a Store on db, an open gorm database whose schema is current.
@@ -63,9 +64,10 @@ func WithQueryTracer(t pgx.QueryTracer) Option {
 }
 
 // Open connects to the PostgreSQL database at url (TLS as its sslmode says)
-// with a pool of at most maxConns connections, kept open, and checks that
-// its schema is at the binary's version (migrations.Check): it never
-// migrates, so it needs no DDL rights. A schema of another version is
+// with a pool of at most maxConns connections, kept open, directly or
+// through a transaction pooler (OpenDB finds out which), and checks that
+// the binary runs on its schema (migrations.Check): it never migrates, so
+// it needs no DDL rights. A schema of another version is
 // refused with an error wrapping a *migrations.VersionError; only
 // `orderflow migrate` changes the schema. Close it when done.
 func Open(ctx context.Context, url string, maxConns int, opts ...Option) (*Store, error) {
@@ -73,19 +75,17 @@ func Open(ctx context.Context, url string, maxConns int, opts ...Option) (*Store
 	for _, f := range opts {
 		f(&o)
 	}
-	dc := postgres.Config{DSN: url}
-	if o.tracer != nil {
-		dc.OptionOpenDB = append(dc.OptionOpenDB, stdlib.OptionBeforeConnect(func(_ context.Context, c *pgx.ConnConfig) error {
+	sqlDB, pooler, err := OpenDB(ctx, url, func(c *pgx.ConnConfig) {
+		if o.tracer != nil {
 			c.Tracer = o.tracer
-			return nil
-		}))
-	}
-	db, err := gorm.Open(postgres.New(dc), &gorm.Config{Logger: gormlogger.Discard})
+		}
+	})
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
-	sqlDB, err := db.DB()
+	db, err := gorm.Open(postgres.New(postgres.Config{Conn: sqlDB}), &gorm.Config{Logger: gormlogger.Discard})
 	if err != nil {
+		_ = sqlDB.Close()
 		return nil, fmt.Errorf("open database: %w", err)
 	}
 	sqlDB.SetMaxOpenConns(maxConns)
@@ -94,8 +94,14 @@ func Open(ctx context.Context, url string, maxConns int, opts ...Option) (*Store
 		_ = sqlDB.Close()
 		return nil, fmt.Errorf("check database schema: %w", err)
 	}
-	return New(db), nil
+	st := New(db)
+	st.pooler = pooler
+	return st, nil
 }
+
+// Pooler reports whether Open found a transaction pooler in front of
+// PostgreSQL (OpenDB).
+func (s *Store) Pooler() bool { return s.pooler }
 
 // DB is the underlying gorm database.
 func (s *Store) DB() *gorm.DB { return s.db }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/orderflow/orderflow/config"
 	"github.com/orderflow/orderflow/migrations"
+	"github.com/orderflow/orderflow/store"
 )
 
 // migratePing is how often migrate tries an unreachable database again.
@@ -72,6 +73,14 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		case <-time.After(migratePing):
 		}
 	}
+	// Through a transaction pooler, named statements do not hold: OpenDB
+	// finds out and sends queries through the unnamed statement.
+	_ = db.Close()
+	if db, _, err = store.OpenDB(ctx, cfg.DatabaseURL, nil); err != nil {
+		return fmt.Errorf("PostgreSQL at %s: %w", where, redactErr(err, cfg.DatabaseURL))
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(2)
 	if downTo >= 0 {
 		return revert(ctx, db, int64(downTo), !yes, where, stdout)
 	}

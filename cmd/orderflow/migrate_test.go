@@ -134,3 +134,42 @@ func schemaVersion(t *testing.T, dsn string) int64 {
 	}
 	return v
 }
+
+// TestMigrateThroughATransactionPooler: `orderflow migrate` with the URL a
+// user writes for PgBouncer in transaction mode migrates an empty database,
+// twice at once (the lock row holds across the pooler), and the worker's
+// check then finds the schema current through the pooler too.
+func TestMigrateThroughATransactionPooler(t *testing.T) {
+	_, dsn := testenv.NewEmptyDatabase(t)
+	pgb := testenv.StartPgBouncer(t, 2)
+	t.Setenv("DATABASE_URL", pgb.URL(t, dsn))
+	codes := make(chan string, 2)
+	for range 2 {
+		go func() {
+			var out, errOut bytes.Buffer
+			code := run(context.Background(), []string{"migrate", "-timeout", "2m"}, &out, &errOut)
+			codes <- fmt.Sprintf("%d %s%s", code, out.String(), errOut.String())
+		}()
+	}
+	applied := 0
+	for range 2 {
+		r := <-codes
+		if !strings.HasPrefix(r, "0 ") {
+			t.Errorf("migrate through PgBouncer: %s", r)
+		}
+		if strings.Contains(r, "applied 00001_orders.sql") {
+			applied++
+		}
+	}
+	if applied != 1 {
+		t.Errorf("%d of the two concurrent migrates applied the migrations, want 1", applied)
+	}
+	newest := newestMigration(t)
+	if v := schemaVersion(t, dsn); v != newest {
+		t.Errorf("schema at %d after migrating through the pooler, want %d", v, newest)
+	}
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"audit", "-settle", "0s"}, &out, &errOut); code != 0 {
+		t.Errorf("audit through the pooler: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+}

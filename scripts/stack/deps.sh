@@ -15,6 +15,9 @@ apt_install() {
 	echo "create_main_cluster = false" >/etc/postgresql-common/createcluster.d/orderflow.conf
 	{ apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@"; } >"$log" 2>&1 ||
 		fail install "apt-get install $* failed; check the network and apt sources, then try again" "$log"
+	if [[ " $* " == *" pgbouncer "* ]] && /etc/init.d/pgbouncer status >/dev/null 2>&1; then
+		{ /etc/init.d/pgbouncer stop && update-rc.d pgbouncer disable; } >>"$log" 2>&1 || true
+	fi
 	if [[ " $* " == *" redis-server "* ]]; then
 		if systemctl is-active --quiet redis-server 2>/dev/null; then systemctl disable --now redis-server >>"$log" 2>&1 || true; fi
 		if /etc/init.d/redis-server status >/dev/null 2>&1; then { /etc/init.d/redis-server stop && update-rc.d redis-server disable; } >>"$log" 2>&1 || true; fi
@@ -23,7 +26,8 @@ apt_install() {
 
 # deps: what a fresh Debian machine lacks (as root): PostgreSQL, a Java 17 JDK
 # (RocketMQ's runtime, javac for the interop tests), Maven, iproute2 (ss),
-# openssl, Redis. Go must be there already.
+# openssl, Redis, PgBouncer (the tests put it in front of PostgreSQL). Go
+# must be there already.
 deps() {
 	local pkgs=() p
 	command -v go >/dev/null 2>&1 || fail deps "go not found; install Go 1.26 from https://go.dev/dl/ and put it on PATH"
@@ -32,6 +36,7 @@ deps() {
 	done
 	[ -n "$(pg_bindir)" ] || pkgs+=(postgresql)
 	redis_bin >/dev/null || pkgs+=(redis-server)
+	command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || pkgs+=(pgbouncer)
 	if [ "${#pkgs[@]}" -eq 0 ]; then say deps "nothing to install" && return 0; fi
 	apt_install deps ca-certificates "${pkgs[@]}"
 	say deps "installed ${pkgs[*]}"

@@ -1,0 +1,109 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+
+	"github.com/orderflow/orderflow/fsm"
+	"github.com/orderflow/orderflow/internal/testenv"
+	"github.com/orderflow/orderflow/internal/uniq"
+	"github.com/orderflow/orderflow/store"
+	"github.com/orderflow/orderflow/wire"
+)
+
+// poolerWork runs the store's hot path from 8 goroutines at once, each on
+// orders of its own: the lookups and writes of an event's handling, three
+// lifecycle events per order. It returns the first error.
+func poolerWork(ctx context.Context, s *store.Store, prefix string) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 10 {
+				id := fmt.Sprintf("%s-%d-%d", prefix, g, i)
+				for v, st := range []fsm.Status{fsm.Created, fsm.Paid, fsm.Shipped} {
+					e := fsm.Event{EventID: fmt.Sprintf("%s-v%d", id, v+1), OrderID: id, UserID: 7, Status: st,
+						Version: int64(v + 1), AmountCents: 1000, OccurredAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+					if _, _, err := s.RecordedEvent(ctx, e.Key()); err != nil {
+						errs <- err
+						return
+					}
+					if _, err := s.ApplyEvent(ctx, e, wire.Envelope{Topic: "T", MessageID: e.EventID}); err != nil {
+						errs <- err
+						return
+					}
+				}
+				if _, err := s.LoadOrder(ctx, id); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// Behind PgBouncer in transaction mode (one server connection, then four),
+// store.Open with the URL a user writes finds the pooler and the hot path
+// runs from many connections without an error; every order reaches
+// SHIPPED, as the test wrote them. Directly, Open finds no pooler. With
+// named statements forced (the driver's default), the same work through
+// the pooler fails: the pooler is what the probe says it is.
+func TestOpenThroughATransactionPooler(t *testing.T) {
+	_, dsn := testenv.NewDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	direct, err := store.Open(ctx, dsn, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	if direct.Pooler() {
+		t.Fatal("a direct connection was taken for a pooler")
+	}
+	for _, conns := range []int{1, 4} {
+		pgb := testenv.StartPgBouncer(t, conns)
+		s, err := store.Open(ctx, pgb.URL(t, dsn), 16)
+		if err != nil {
+			t.Fatalf("open through PgBouncer (%d server connections): %v", conns, err)
+		}
+		if !s.Pooler() {
+			t.Errorf("PgBouncer in transaction mode with %d server connections was not found", conns)
+		}
+		prefix := uniq.Name(fmt.Sprintf("pooler%d", conns))
+		if err := poolerWork(ctx, s, prefix); err != nil {
+			t.Errorf("through PgBouncer (%d server connections): %v", conns, err)
+		}
+		_ = s.Close()
+		var shipped int
+		if err := direct.DB().Raw(`SELECT count(*) FROM orders WHERE order_id LIKE ? AND status = 'SHIPPED' AND version = 3`,
+			prefix+"-%").Scan(&shipped).Error; err != nil || shipped != 80 {
+			t.Errorf("through PgBouncer (%d server connections): %d orders SHIPPED at v3, %v; want the 80 written", conns, shipped, err)
+		}
+	}
+
+	// The control: named statements through the same kind of pooler.
+	pgb := testenv.StartPgBouncer(t, 4)
+	gdb, err := gorm.Open(postgres.Open(pgb.URL(t, dsn)+"&"+store.ExecModeParam+"=cache_statement"), &gorm.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqlDB, _ := gdb.DB()
+	defer sqlDB.Close()
+	sqlDB.SetMaxOpenConns(16)
+	err = poolerWork(ctx, store.New(gdb), uniq.Name("named"))
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || (pgErr.Code != "42P05" && pgErr.Code != "26000") {
+		t.Errorf("named statements through PgBouncer in transaction mode: %v; want a prepared statement that exists already or not at all", err)
+	}
+}
