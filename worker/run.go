@@ -7,12 +7,14 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/orderflow/orderflow/activities"
 	"github.com/orderflow/orderflow/config"
@@ -40,6 +42,12 @@ type options struct {
 	ShutdownHTTPDeadline time.Duration
 	TemporalWait         time.Duration
 	BrokerLagInterval    time.Duration
+	// WorkflowVersion is the version of workflows.ChangeLocalActivities new
+	// runs record (workflows.WriteVersionProvider).
+	WorkflowVersion int
+	// DeploymentName, when set, turns Worker Versioning on: the worker
+	// polls as version BuildID of that Worker Deployment.
+	DeploymentName, BuildID string
 }
 
 // parse reads the configuration: defaults, then environment, then flags.
@@ -73,6 +81,15 @@ func parse(args []string, out io.Writer) (config.Config, options, error) {
 	s.Float(&o.ActivitiesPerSecond, 0, w("activities-per-second", "ACTIVITIES_PER_SECOND", "rate limit of this worker's activities (0: none)"))
 	s.Duration(&o.BrokerLagInterval, backlog.DefaultInterval, w("broker-lag-interval", "BROKER_LAG_INTERVAL",
 		"how often to read the consumer group's offsets from the brokers for "+backlog.LagMetric+" (0: never)"))
+	s.Int(&o.WorkflowVersion, workflows.LatestVersion, w("workflow-version", "WORKFLOW_VERSION",
+		fmt.Sprintf("the %s version new order runs record: %d, the newest (a redelivered event is asked of the database), or %d, "+
+			"which the previous release's workers replay (keep it during a rollout from that release, so that a rollback strands no run)",
+			workflows.ChangeLocalActivities, workflows.LatestVersion, workflows.PreviousReleaseVersion)))
+	s.String(&o.DeploymentName, "", w("deployment-name", "DEPLOYMENT_NAME",
+		"Worker Deployment this worker belongs to; set, it turns Worker Versioning on (the worker takes the tasks of its version "+
+			"only once that version is current: `temporal worker deployment set-current-version`); empty: unversioned"))
+	s.String(&o.BuildID, "", w("build-id", "BUILD_ID", "this worker's version in the Worker Deployment (empty: the binary's commit, "+
+		"when it was built from a clean checkout)"))
 	o.ShutdownHTTPDeadline = 5 * time.Second
 	if err := s.Parse(args, nil); err != nil {
 		return cfg, o, err
@@ -91,6 +108,14 @@ func parse(args []string, out io.Writer) (config.Config, options, error) {
 	}
 	if o.StopTimeout < 0 {
 		return cfg, o, fmt.Errorf("-stop-timeout must be >= 0, got %s", o.StopTimeout)
+	}
+	if err := workflows.CheckWriteVersion(o.WorkflowVersion); err != nil {
+		return cfg, o, fmt.Errorf("-workflow-version: %w", err)
+	}
+	if o.DeploymentName != "" && o.BuildID == "" {
+		if o.BuildID = buildCommit(); o.BuildID == "" {
+			return cfg, o, errors.New("-build-id is required with -deployment-name: this binary was not built from a clean checkout, so it has no commit to use")
+		}
 	}
 	if o.BrokerLagInterval < 0 {
 		return cfg, o, fmt.Errorf("-broker-lag-interval must be >= 0, got %s", o.BrokerLagInterval)
@@ -201,6 +226,8 @@ func serve(ctx context.Context, stop context.CancelFunc, cfg config.Config, o op
 		MaxConcurrentWorkflowTaskPollers:       o.WorkflowPollers,
 		WorkerActivitiesPerSecond:              o.ActivitiesPerSecond,
 		WorkerStopTimeout:                      o.StopTimeout,
+		PreferredVersionProvider:               workflows.WriteVersionProvider(o.WorkflowVersion),
+		DeploymentOptions:                      deploymentOptions(o),
 		OnFatalError: func(err error) {
 			select {
 			case fatal <- err:
@@ -213,7 +240,8 @@ func serve(ctx context.Context, stop context.CancelFunc, cfg config.Config, o op
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker on task queue %s: %w", cfg.TaskQueue, err)
 	}
-	logger.Info("worker polling", "task_queue", cfg.TaskQueue, "http", srv.Addr())
+	logger.Info("worker polling", "task_queue", cfg.TaskQueue, "http", srv.Addr(), "workflow_version", o.WorkflowVersion,
+		"deployment", o.DeploymentName, "build_id", o.BuildID)
 
 	var runErr error
 	select {
@@ -271,4 +299,41 @@ func startBrokerLag(ctx context.Context, cfg config.Config, interval time.Durati
 			_ = r.Close()
 		}
 	}, nil
+}
+
+// deploymentOptions are the worker's Worker Versioning options: off without
+// a deployment name; otherwise version BuildID of the deployment, with
+// OrderWorkflow's runs moving to the deployment's current version at their
+// next workflow task (AutoUpgrade; docs/design.md says why).
+func deploymentOptions(o options) worker.DeploymentOptions {
+	if o.DeploymentName == "" {
+		return worker.DeploymentOptions{}
+	}
+	return worker.DeploymentOptions{
+		UseVersioning:             true,
+		Version:                   worker.WorkerDeploymentVersion{DeploymentName: o.DeploymentName, BuildID: o.BuildID},
+		DefaultVersioningBehavior: workflow.VersioningBehaviorAutoUpgrade,
+	}
+}
+
+// buildCommit is the commit the binary was built from, or "" when it is
+// unknown or the checkout had changes.
+func buildCommit() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	var rev string
+	for _, st := range info.Settings {
+		switch {
+		case st.Key == "vcs.revision":
+			rev = st.Value
+		case st.Key == "vcs.modified" && st.Value == "true":
+			return ""
+		}
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	return rev
 }

@@ -100,6 +100,8 @@ func TestParseRejectsBadInput(t *testing.T) {
 		{"-rocketmq-namesrv", " "},
 		{"-no-such-flag"},
 		{"extra"},
+		{"-workflow-version", "3"},
+		{"-workflow-version", "6"},
 	} {
 		if _, _, err := parse(args, io.Discard); err == nil {
 			t.Errorf("parse(%q) succeeded", args)
@@ -115,6 +117,22 @@ func TestParseRejectsBadInput(t *testing.T) {
 	t.Setenv("ORDERFLOW_WORKER_STOP_TIMEOUT", "forever")
 	if _, _, err := parse(nil, io.Discard); err == nil || !strings.Contains(err.Error(), "ORDERFLOW_WORKER_STOP_TIMEOUT") {
 		t.Errorf("bad %s: err = %v", "ORDERFLOW_WORKER_STOP_TIMEOUT", err)
+	}
+}
+
+// Worker Versioning is off without a deployment name; with one, the build
+// ID is the one given, and new runs record the workflow version asked for.
+func TestParseVersioning(t *testing.T) {
+	_, o, err := parse(nil, io.Discard)
+	if err != nil || deploymentOptions(o).UseVersioning || o.WorkflowVersion != workflows.LatestVersion {
+		t.Fatalf("defaults: %+v, %v; want versioning off and workflow version %d", o, err, workflows.LatestVersion)
+	}
+	_, o, err = parse([]string{"-deployment-name", "orderflow", "-build-id", "b-7", "-workflow-version",
+		fmt.Sprint(workflows.PreviousReleaseVersion)}, io.Discard)
+	d := deploymentOptions(o)
+	if err != nil || !d.UseVersioning || d.Version.DeploymentName != "orderflow" || d.Version.BuildID != "b-7" ||
+		o.WorkflowVersion != workflows.PreviousReleaseVersion {
+		t.Errorf("versioned: %+v, %v", d, err)
 	}
 }
 

@@ -1372,3 +1372,22 @@ func TestDuplicatesConfirmedWithoutReload(t *testing.T) {
 		t.Errorf("resyncs %d, loads %v, counts %v", s.Resyncs, h.db.loads, s.Counts)
 	}
 }
+
+// A worker told to record the previous release's version
+// (WriteVersionProvider) starts runs that behave as that release's: a
+// remembered duplicate is skipped without asking the database. Another
+// change ID still records its newest version.
+func TestWriteVersionProviderRecordsThePreviousVersion(t *testing.T) {
+	h := newHarness(t, "WV-1")
+	h.env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: testDeadlockTimeout,
+		PreferredVersionProvider: WriteVersionProvider(PreviousReleaseVersion)})
+	e := lifecycle("WV-1", 5000)
+	h.send(time.Second, e[0], e[1], e[1], e[2])
+	r := h.run(Input{Params: params()})
+	if got := strings.Join(h.db.applies, " "); got != "WV-1@1 WV-1@2 WV-1@3" || r.State.Count(fsm.Duplicate) != 1 {
+		t.Errorf("applies %s, counts %v: want the duplicate skipped from memory", got, r.State.Counts)
+	}
+	if in := (worker.PreferredVersionProviderInput{ChangeID: ChangeCarryPendingSignals, MaxSupported: 1}); WriteVersionProvider(4)(in) != nil {
+		t.Error("the provider chose a version of another change ID")
+	}
+}

@@ -62,6 +62,12 @@ type workflowReport struct {
 	StartTime     time.Time `json:"start_time,omitzero"`
 	CloseTime     time.Time `json:"close_time,omitzero"`
 	HistoryLength int64     `json:"history_length,omitempty"`
+	// Build is the worker build (Worker Versioning's build ID, or the last
+	// worker's build ID) that ran the latest run's last workflow task, and
+	// Deployment its Worker Deployment; empty for an unversioned worker
+	// that set none.
+	Build      string `json:"build,omitempty"`
+	Deployment string `json:"deployment,omitempty"`
 	// Runs counts the runs Temporal's visibility lists under the workflow
 	// ID (fresh runs after a close and continue-as-new runs, within the
 	// retention); 0 when it could not count them.
@@ -103,6 +109,11 @@ func describeWorkflow(ctx context.Context, c *temporalConn, cfg config.Config, o
 		r.CloseTime = info.GetCloseTime().AsTime()
 	}
 	r.HistoryLength = info.GetHistoryLength()
+	if v := info.GetVersioningInfo().GetDeploymentVersion(); v.GetBuildId() != "" {
+		r.Build, r.Deployment = v.GetBuildId(), v.GetDeploymentName()
+	} else {
+		r.Build = info.GetMostRecentWorkerVersionStamp().GetBuildId()
+	}
 	if n, err := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{
 		Namespace: c.namespace, Query: fmt.Sprintf("WorkflowId = '%s'", id)}); err == nil {
 		r.Runs = n.GetCount()

@@ -322,6 +322,12 @@ func printWhy(w io.Writer, r whyReport) error {
 				runs = fmt.Sprintf("%d run(s)", wf.Runs)
 			}
 			fmt.Fprintf(w, "  latest run: %s, %s, %d history events, started %s", status, runs, wf.HistoryLength, stamp(wf.StartTime))
+			if wf.Build != "" {
+				fmt.Fprintf(w, ", build %s", safe(wf.Build))
+				if wf.Deployment != "" {
+					fmt.Fprintf(w, " of deployment %s", safe(wf.Deployment))
+				}
+			}
 			if !wf.CloseTime.IsZero() {
 				fmt.Fprintf(w, ", closed %s", stamp(wf.CloseTime))
 			}

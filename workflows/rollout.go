@@ -1,0 +1,44 @@
+package workflows
+
+import (
+	"fmt"
+
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+)
+
+// Versions of ChangeLocalActivities a worker of this release may be told
+// to record in new runs (WriteVersionProvider): LatestVersion, the newest
+// this code replays, and PreviousReleaseVersion, the newest the previous
+// release (0.1.0) replays. A run records the version once, at its start,
+// and keeps its behaviour for its whole life.
+const (
+	LatestVersion          = int(versionVerifyMemory)
+	PreviousReleaseVersion = int(versionLeanTasks)
+)
+
+// CheckWriteVersion returns an error unless v is a version of
+// ChangeLocalActivities that new runs may record.
+func CheckWriteVersion(v int) error {
+	if v < PreviousReleaseVersion || v > LatestVersion {
+		return fmt.Errorf("workflow version %d: new runs record %d (the previous release replays it) to %d (the newest)",
+			v, PreviousReleaseVersion, LatestVersion)
+	}
+	return nil
+}
+
+// WriteVersionProvider makes new runs record version v of
+// ChangeLocalActivities instead of the newest this code supports, so that a
+// release can ship a workflow change its predecessor cannot replay while
+// still writing what the predecessor replays: workers of both releases then
+// take each other's runs, and a rollback strands nothing. Once no worker of
+// the predecessor runs, the next rollout raises v. Other change IDs record
+// their newest version.
+func WriteVersionProvider(v int) worker.PreferredVersionProvider {
+	return func(in worker.PreferredVersionProviderInput) *worker.VersionPreference {
+		if in.ChangeID != ChangeLocalActivities {
+			return nil
+		}
+		return &worker.VersionPreference{Version: workflow.Version(v), ClampToSupportedRange: true}
+	}
+}
