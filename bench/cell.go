@@ -110,7 +110,7 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 	// On a busy machine the broker's registration can take more than 30 s.
 	tctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	if err := mq.CreateTopic(tctx, b.namesrv, b.broker, topic, 8); err != nil {
+	if err := mq.CreateTopic(tctx, b.namesrv, b.broker, topic, 8, b.tls); err != nil {
 		return res, fmt.Errorf("%w; %s", err, makeUp)
 	}
 	sc, err := cellScenario(cc, res.Prefix, topic)
@@ -119,7 +119,7 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 	}
 	c := sc.Expected.Counts
 	res.Messages, res.Events, res.Duplicates = c.Messages, c.Events, c.Duplicates
-	p, err := mq.NewProducer(b.cfg.RocketMQNamesrv, mq.WithProducerGroup(uniq.Name("bench-pub")))
+	p, err := mq.NewProducer(b.cfg.RocketMQNamesrv, mq.WithProducerGroup(uniq.Name("bench-pub")), mq.WithTLS(b.tls))
 	if err != nil {
 		return res, err
 	}
@@ -312,6 +312,12 @@ func (b *bench) startConsumers(ctx context.Context, cc cellConfig, db *database,
 	tq := uniq.Name("bench-tq")
 	common := []string{"-task-queue", tq, "-database-url", db.DSN, "-temporal-address", b.cfg.TemporalAddress,
 		"-temporal-namespace", b.cfg.TemporalNamespace}
+	// The RocketMQ TLS settings as bench got them, flags included.
+	if c := b.cfg; c.RocketMQTLS {
+		common = append(common, "-rocketmq-tls=true", "-rocketmq-tls-ca-file", c.RocketMQTLSCAFile,
+			"-rocketmq-tls-server-name", c.RocketMQTLSServerName, "-rocketmq-tls-cert-file", c.RocketMQTLSCertFile,
+			"-rocketmq-tls-key-file", c.RocketMQTLSKeyFile)
+	}
 	var stopWorker func()
 	if cc.Floor {
 		stopWorker, err = startFloorWorker(b.tc, tq, b.floor)

@@ -24,6 +24,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -47,11 +48,13 @@ import (
 // bench holds the settings and shared resources of a benchmark run; each
 // engine's phases run on a copy pointed at that engine.
 type bench struct {
-	cfg                  config.Config
-	o                    options
-	out                  io.Writer
-	namesrv              []string
-	broker               string
+	cfg     config.Config
+	o       options
+	out     io.Writer
+	namesrv []string
+	broker  string
+	// tls is the RocketMQ TLS configuration (nil: plain TCP).
+	tls                  *tls.Config
 	workerBin, bridgeBin string
 	logDir               string
 	// bridgeMetrics is the metrics address of the current cell's bridge.
@@ -256,6 +259,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 // directory.
 func newBench(cfg config.Config, o options, out io.Writer) (*bench, error) {
 	b := &bench{cfg: cfg, o: o, out: out}
+	var err error
+	if b.tls, err = cfg.RocketMQTLSConfig(); err != nil {
+		return nil, err
+	}
 	for _, a := range strings.Split(cfg.RocketMQNamesrv, ",") {
 		if a = strings.TrimSpace(a); a != "" {
 			b.namesrv = append(b.namesrv, a)

@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -197,5 +198,73 @@ func TestTemporalClientOptionsMTLS(t *testing.T) {
 	c.TemporalTLSClientKeyPath = filepath.Join(dir, "missing.key")
 	if _, err := c.TemporalClientOptions(); err == nil {
 		t.Error("a missing client key file was accepted")
+	}
+}
+
+// The RocketMQ TLS settings, from the environment, become the client's TLS
+// configuration; without ROCKETMQ_TLS there is none.
+func TestRocketMQTLSConfig(t *testing.T) {
+	dir := t.TempDir()
+	cert, key := writeCert(t, dir)
+	parse := func(env map[string]string) *Config {
+		t.Helper()
+		c := new(Config)
+		s := NewSet("t", "Usage: t", &bytes.Buffer{})
+		c.RegisterRocketMQ(s)
+		if err := s.Parse(nil, lookupOf(env)); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	if tc, err := parse(nil).RocketMQTLSConfig(); tc != nil || err != nil {
+		t.Fatalf("defaults: %v, %v, want plain TCP", tc, err)
+	}
+	if tc, err := parse(map[string]string{"ROCKETMQ_TLS": "true"}).RocketMQTLSConfig(); err != nil || tc == nil ||
+		tc.RootCAs != nil || len(tc.Certificates) != 0 || tc.ServerName != "" {
+		t.Fatalf("ROCKETMQ_TLS=true alone: %+v, %v, want TLS with the system roots", tc, err)
+	}
+	tc, err := parse(map[string]string{"ROCKETMQ_TLS": "true", "ROCKETMQ_TLS_CA_FILE": cert, "ROCKETMQ_TLS_SERVER_NAME": "broker.test",
+		"ROCKETMQ_TLS_CERT_FILE": cert, "ROCKETMQ_TLS_KEY_FILE": key}).RocketMQTLSConfig()
+	if err != nil || tc == nil || tc.RootCAs == nil || len(tc.Certificates) != 1 || tc.ServerName != "broker.test" || tc.MinVersion != tls.VersionTLS12 {
+		t.Fatalf("every setting: %+v, %v", tc, err)
+	}
+
+	notPEM := filepath.Join(dir, "not.pem")
+	keyText := "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC-looks-like-a-key"
+	if err := os.WriteFile(notPEM, []byte(keyText), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		env  map[string]string
+		want []string
+	}{
+		{map[string]string{"ROCKETMQ_TLS_CA_FILE": cert}, []string{"ROCKETMQ_TLS_CA_FILE is set but ROCKETMQ_TLS is not true"}},
+		{map[string]string{"ROCKETMQ_TLS": "false", "ROCKETMQ_TLS_KEY_FILE": key}, []string{"ROCKETMQ_TLS_KEY_FILE is set"}},
+		{map[string]string{"ROCKETMQ_TLS": "true", "ROCKETMQ_TLS_CA_FILE": filepath.Join(dir, "missing.pem")}, []string{"ROCKETMQ_TLS_CA_FILE", "missing.pem"}},
+		{map[string]string{"ROCKETMQ_TLS": "true", "ROCKETMQ_TLS_CA_FILE": notPEM}, []string{"ROCKETMQ_TLS_CA_FILE", "holds no PEM certificate"}},
+		{map[string]string{"ROCKETMQ_TLS": "true", "ROCKETMQ_TLS_CERT_FILE": cert}, []string{"ROCKETMQ_TLS_CERT_FILE and ROCKETMQ_TLS_KEY_FILE go together"}},
+		{map[string]string{"ROCKETMQ_TLS": "true", "ROCKETMQ_TLS_CERT_FILE": cert, "ROCKETMQ_TLS_KEY_FILE": notPEM}, []string{"ROCKETMQ_TLS_KEY_FILE", "not a matching PEM certificate and key"}},
+		{map[string]string{"ROCKETMQ_TLS": "true", "ROCKETMQ_TLS_CERT_FILE": key, "ROCKETMQ_TLS_KEY_FILE": cert}, []string{"ROCKETMQ_TLS_CERT_FILE", "not a matching"}},
+	} {
+		_, err := parse(c.env).RocketMQTLSConfig()
+		if err == nil {
+			t.Errorf("%v: accepted", c.env)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%v: %v, want %q", c.env, err, w)
+			}
+		}
+		if strings.Contains(err.Error(), "looks-like-a-key") || strings.Contains(err.Error(), "PRIVATE KEY") {
+			t.Errorf("%v: the error shows a file's contents: %v", c.env, err)
+		}
+		t.Logf("%v: %v", c.env, err)
+	}
+	var c Config
+	s := NewSet("t", "Usage: t", &bytes.Buffer{})
+	c.RegisterRocketMQ(s)
+	if err := s.Parse(nil, lookupOf(map[string]string{"ROCKETMQ_TLS": "yes please"})); err == nil || !strings.Contains(err.Error(), "ROCKETMQ_TLS") {
+		t.Errorf("ROCKETMQ_TLS=yes please: %v", err)
 	}
 }

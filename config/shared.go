@@ -1,6 +1,8 @@
 package config
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net/url"
 	"os"
@@ -56,10 +58,16 @@ type Config struct {
 	// DatabaseURL is the PostgreSQL connection URL; TLS as its sslmode says.
 	DatabaseURL string
 	// RocketMQ: name servers and, for brokers with ACL, the access and
-	// secret keys.
-	RocketMQNamesrv   string
-	RocketMQAccessKey string
-	RocketMQSecretKey string
+	// secret keys; TLS to the name servers and the brokers when
+	// RocketMQTLS is set (see RocketMQTLSConfig).
+	RocketMQNamesrv       string
+	RocketMQAccessKey     string
+	RocketMQSecretKey     string
+	RocketMQTLS           bool
+	RocketMQTLSCAFile     string
+	RocketMQTLSServerName string
+	RocketMQTLSCertFile   string
+	RocketMQTLSKeyFile    string
 	// Topic is the topic of order events; ConsumerGroup the bridge's group.
 	Topic         string
 	ConsumerGroup string
@@ -115,6 +123,16 @@ var (
 		Usage: "RocketMQ ACL access key (empty: no ACL)"}
 	RocketMQSecretKey = Setting{Flag: "rocketmq-secret-key", Env: "ROCKETMQ_SECRET_KEY",
 		Usage: "RocketMQ ACL secret key", Secret: true}
+	RocketMQTLS = Setting{Flag: "rocketmq-tls", Env: "ROCKETMQ_TLS",
+		Usage: "true to connect to the RocketMQ name servers and brokers over TLS (false: plain TCP, clear text)"}
+	RocketMQTLSCAFile = Setting{Flag: "rocketmq-tls-ca-file", Env: "ROCKETMQ_TLS_CA_FILE",
+		Usage: "CA certificates (PEM) that signed the RocketMQ name servers' and brokers' certificates (empty: the system's roots)"}
+	RocketMQTLSServerName = Setting{Flag: "rocketmq-tls-server-name", Env: "ROCKETMQ_TLS_SERVER_NAME",
+		Usage: "name to verify on every RocketMQ server certificate (empty: the address dialled, an IP address for brokers)"}
+	RocketMQTLSCertFile = Setting{Flag: "rocketmq-tls-cert-file", Env: "ROCKETMQ_TLS_CERT_FILE",
+		Usage: "client certificate (PEM) for mTLS to RocketMQ, with -rocketmq-tls-key-file"}
+	RocketMQTLSKeyFile = Setting{Flag: "rocketmq-tls-key-file", Env: "ROCKETMQ_TLS_KEY_FILE",
+		Usage: "client key (PEM) for mTLS to RocketMQ, with -rocketmq-tls-cert-file"}
 	Topic         = Setting{Flag: "topic", Env: "ORDERFLOW_TOPIC", Usage: "RocketMQ topic of order events"}
 	ConsumerGroup = Setting{Flag: "consumer-group", Env: "ORDERFLOW_CONSUMER_GROUP", Usage: "RocketMQ consumer group of the bridge"}
 	LogLevel      = Setting{Flag: "log-level", Env: "ORDERFLOW_LOG_LEVEL", Usage: "log level: debug, info, warn or error"}
@@ -188,12 +206,78 @@ func (c *Config) RegisterDatabase(s *Set) {
 	s.String(&c.DatabaseURL, DefaultDatabaseURL, DatabaseURL)
 }
 
-// RegisterRocketMQ registers the name servers, the ACL keys and the topic.
+// RegisterRocketMQ registers the name servers, the ACL keys, the TLS
+// settings and the topic. After Parse, RocketMQTLSConfig builds the TLS
+// configuration.
 func (c *Config) RegisterRocketMQ(s *Set) {
 	s.String(&c.RocketMQNamesrv, DefaultRocketMQNamesrv, RocketMQNamesrv)
 	s.String(&c.RocketMQAccessKey, "", RocketMQAccessKey)
 	s.String(&c.RocketMQSecretKey, "", RocketMQSecretKey)
+	s.Bool(&c.RocketMQTLS, false, RocketMQTLS)
+	s.String(&c.RocketMQTLSCAFile, "", RocketMQTLSCAFile)
+	s.String(&c.RocketMQTLSServerName, "", RocketMQTLSServerName)
+	s.String(&c.RocketMQTLSCertFile, "", RocketMQTLSCertFile)
+	s.String(&c.RocketMQTLSKeyFile, "", RocketMQTLSKeyFile)
 	s.String(&c.Topic, DefaultTopic, Topic)
+}
+
+// RocketMQTLSConfig returns the TLS configuration of the connections to
+// the RocketMQ name servers and brokers: nil (plain TCP) unless
+// RocketMQTLS is set. It reads the CA file and the client certificate and
+// key; an error names the setting and the file, never their contents. A
+// TLS file set while RocketMQTLS is not is an error too, so that a link
+// meant to be encrypted is never silently clear text.
+func (c *Config) RocketMQTLSConfig() (*tls.Config, error) {
+	if !c.RocketMQTLS {
+		for _, f := range []struct {
+			st Setting
+			v  string
+		}{{RocketMQTLSCAFile, c.RocketMQTLSCAFile}, {RocketMQTLSServerName, c.RocketMQTLSServerName},
+			{RocketMQTLSCertFile, c.RocketMQTLSCertFile}, {RocketMQTLSKeyFile, c.RocketMQTLSKeyFile}} {
+			if f.v != "" {
+				return nil, fmt.Errorf("%s is set but %s is not true: set %s=true to connect to RocketMQ over TLS",
+					f.st.Env, RocketMQTLS.Env, RocketMQTLS.Env)
+			}
+		}
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.RocketMQTLSServerName}
+	if c.RocketMQTLSCAFile != "" {
+		pem, err := os.ReadFile(c.RocketMQTLSCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", RocketMQTLSCAFile.Env, err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%s: %s holds no PEM certificate", RocketMQTLSCAFile.Env, c.RocketMQTLSCAFile)
+		}
+		cfg.RootCAs = pool
+	}
+	switch {
+	case c.RocketMQTLSCertFile == "" && c.RocketMQTLSKeyFile == "":
+	case c.RocketMQTLSCertFile == "" || c.RocketMQTLSKeyFile == "":
+		return nil, fmt.Errorf("%s and %s go together: set both for a client certificate, or neither",
+			RocketMQTLSCertFile.Env, RocketMQTLSKeyFile.Env)
+	default:
+		certPEM, err := os.ReadFile(c.RocketMQTLSCertFile)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", RocketMQTLSCertFile.Env, err)
+		}
+		keyPEM, err := os.ReadFile(c.RocketMQTLSKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", RocketMQTLSKeyFile.Env, err)
+		}
+		cert, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			// crypto/tls's errors name what is wrong (no PEM data, a
+			// certificate where the key should be, a key that does not
+			// match), not the bytes.
+			return nil, fmt.Errorf("%s %s and %s %s: not a matching PEM certificate and key: %w",
+				RocketMQTLSCertFile.Env, c.RocketMQTLSCertFile, RocketMQTLSKeyFile.Env, c.RocketMQTLSKeyFile, err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
 }
 
 // RegisterConsumerGroup registers the bridge's consumer group.

@@ -141,7 +141,7 @@ func TestBrokerFailover(t *testing.T) {
 	workerBin, starterBin := buildBinaries(t)
 	pl := &pipeline{dsn: dsn, namesrv: ha.namesrv(), topic: uniq.Name("failover-events"), group: uniq.Name("failover-bridge"),
 		taskQueue: uniq.Name("failover-tq"), prefix: uniq.Name("failover"), workerBin: workerBin, starterBin: starterBin}
-	if err := mq.CreateTopic(ctx, []string{ha.namesrv()}, master, pl.topic, 8); err != nil {
+	if err := mq.CreateTopic(ctx, []string{ha.namesrv()}, master, pl.topic, 8, nil); err != nil {
 		t.Fatal(err)
 	}
 	replicaHasTopic := func() bool {

@@ -39,6 +39,7 @@ package producer
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -79,6 +80,11 @@ type Config struct {
 	// AccessKey and SecretKey are the RocketMQ ACL credentials (empty:
 	// none).
 	AccessKey, SecretKey string
+	// TLS, when not nil, is the TLS configuration of the connections to
+	// the name servers and the brokers (nil: plain TCP, clear text).
+	// orderflow's programs build it from ROCKETMQ_TLS and its companions
+	// (config.Config.RocketMQTLSConfig).
+	TLS *tls.Config
 	// SendTimeout bounds one attempt to send (default 5 s).
 	SendTimeout time.Duration
 	// MaxAttempts bounds the attempts to send one message, with backoff
@@ -144,7 +150,7 @@ func checkProducerID(id string) error {
 func (c Config) mqOptions() []mq.ProducerOption {
 	// The client does not retry on its own: MaxAttempts is the bound.
 	return []mq.ProducerOption{mq.WithSendRetries(0), mq.WithSendTimeout(c.SendTimeout),
-		mq.WithCredentials(c.AccessKey, c.SecretKey)}
+		mq.WithCredentials(c.AccessKey, c.SecretKey), mq.WithTLS(c.TLS)}
 }
 
 // Sent is a message the broker stored.

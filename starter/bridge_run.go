@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -60,6 +61,9 @@ type bridgeConfig struct {
 	// Dedup configures the duplicate filter in front of the signal; its
 	// Redis is the shared setting RedisURL.
 	Dedup dedupConfig
+	// RocketMQTLSConf is the TLS configuration of the consumer's
+	// connections, built from the RocketMQ TLS settings (nil: plain TCP).
+	RocketMQTLSConf *tls.Config
 }
 
 // dedupConfig configures the bridge's duplicate filter (package dedup).
@@ -159,6 +163,11 @@ func parseBridgeConfig(args []string, lookup func(string) (string, bool), out io
 		if err := dedup.CheckRedisURL(cfg.RedisURL); err != nil {
 			errs = append(errs, fmt.Errorf("-redis-url: %w", err))
 		}
+	}
+	if t, err := cfg.RocketMQTLSConfig(); err != nil {
+		errs = append(errs, err)
+	} else {
+		cfg.RocketMQTLSConf = t
 	}
 	if cfg.MaxRetryDelayLevel > mq.MaxDelayLevel {
 		errs = append(errs, fmt.Errorf("-max-retry-delay-level: %d is above the broker's %d levels", cfg.MaxRetryDelayLevel, mq.MaxDelayLevel))
@@ -267,6 +276,7 @@ func newBridge(cfg bridgeConfig, d bridgeDeps) (*Bridge, error) {
 		MaxInflatedBody:    wire.MaxBodySize,
 		AccessKey:          cfg.RocketMQAccessKey,
 		SecretKey:          cfg.RocketMQSecretKey,
+		TLS:                cfg.RocketMQTLSConf,
 	}, h.HandleBatch)
 	if err != nil {
 		return nil, err

@@ -98,6 +98,8 @@ func TestParseBridgeConfigErrors(t *testing.T) {
 		{[]string{"-dedup-redis-ttl", "0s", "-dedup-ledger-timeout", "-1s"}, nil, []string{"-dedup-redis-ttl: 0s", "-dedup-ledger-timeout: -1s"}},
 		{nil, map[string]string{"REDIS_URL": "http://:planted-pw@cache:6379"}, []string{"-redis-url: redis URL: redis: invalid URL scheme: http"}},
 		{nil, map[string]string{"REDIS_URL": "redis://:planted-pw@cache:port"}, []string{"-redis-url: redis URL: "}},
+		{nil, map[string]string{"ROCKETMQ_TLS_CA_FILE": "/run/secrets/ca.pem"}, []string{"ROCKETMQ_TLS_CA_FILE is set but ROCKETMQ_TLS is not true"}},
+		{[]string{"-rocketmq-tls", "-rocketmq-tls-ca-file", "/nonexistent/ca.pem"}, nil, []string{"ROCKETMQ_TLS_CA_FILE: open /nonexistent/ca.pem"}},
 	} {
 		_, err := parseBridgeConfig(c.args, envOf(c.env), &bytes.Buffer{})
 		if err == nil {

@@ -273,8 +273,12 @@ func startBrokerLag(ctx context.Context, cfg config.Config, interval time.Durati
 	// back as errors, which the collector counts and logs once per series,
 	// so the client's own log lines (one per failed connection) are off.
 	mq.UseSlog(logger, slog.LevelError+4)
+	tlsConf, err := cfg.RocketMQTLSConfig()
+	if err != nil {
+		return nil, err
+	}
 	r, readerErr := backlog.NewReader(backlog.Config{NameServer: cfg.RocketMQNamesrv, AccessKey: cfg.RocketMQAccessKey,
-		SecretKey: cfg.RocketMQSecretKey, Topic: cfg.Topic, Group: cfg.ConsumerGroup})
+		SecretKey: cfg.RocketMQSecretKey, TLS: tlsConf, Topic: cfg.Topic, Group: cfg.ConsumerGroup})
 	read := func(context.Context) (backlog.Report, error) { return backlog.Report{}, readerErr }
 	if readerErr == nil {
 		read = r.Read

@@ -39,10 +39,14 @@ func runLag(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return fmt.Errorf("%w: -%s must not be empty", errUsage, name)
 		}
 	}
+	tlsConf, err := cfg.RocketMQTLSConfig()
+	if err != nil {
+		return err
+	}
 	// The error says what failed; the client's own log lines would repeat it.
 	mq.UseSlog(slog.New(slog.NewTextHandler(io.Discard, nil)), slog.LevelError)
 	r, err := backlog.NewReader(backlog.Config{NameServer: cfg.RocketMQNamesrv, AccessKey: cfg.RocketMQAccessKey,
-		SecretKey: cfg.RocketMQSecretKey, Topic: cfg.Topic, Group: cfg.ConsumerGroup})
+		SecretKey: cfg.RocketMQSecretKey, TLS: tlsConf, Topic: cfg.Topic, Group: cfg.ConsumerGroup})
 	if err != nil {
 		return err
 	}

@@ -214,8 +214,12 @@ func holeSeqs(hs []scenario.Hole) string {
 }
 
 func newPublisher(cfg config.Config, prefix string) (*mq.Producer, error) {
+	tlsConf, err := cfg.RocketMQTLSConfig()
+	if err != nil {
+		return nil, err
+	}
 	return mq.NewProducer(cfg.RocketMQNamesrv, mq.WithProducerGroup("orderflow-publish-"+prefix),
-		mq.WithCredentials(cfg.RocketMQAccessKey, cfg.RocketMQSecretKey))
+		mq.WithCredentials(cfg.RocketMQAccessKey, cfg.RocketMQSecretKey), mq.WithTLS(tlsConf))
 }
 
 // eventSender sends a scenario's valid events through package producer,
@@ -229,13 +233,17 @@ type eventSender struct {
 }
 
 func newEventSender(ctx context.Context, cfg config.Config, id, prefix string) (*eventSender, error) {
+	tlsConf, err := cfg.RocketMQTLSConfig()
+	if err != nil {
+		return nil, err
+	}
 	db, err := openStore(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
 	p, err := producer.New(db.DB(), producer.Config{NameServer: cfg.RocketMQNamesrv, Topic: cfg.Topic,
 		ProducerID: id, Group: "orderflow-publish-" + prefix,
-		AccessKey: cfg.RocketMQAccessKey, SecretKey: cfg.RocketMQSecretKey})
+		AccessKey: cfg.RocketMQAccessKey, SecretKey: cfg.RocketMQSecretKey, TLS: tlsConf})
 	if err != nil {
 		_ = db.Close()
 		return nil, err

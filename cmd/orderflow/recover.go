@@ -211,9 +211,13 @@ func openRewinder(cfg config.Config) (*mq.Rewinder, error) {
 			return nil, fmt.Errorf("%w: -%s must not be empty", errUsage, name)
 		}
 	}
+	tlsConf, err := cfg.RocketMQTLSConfig()
+	if err != nil {
+		return nil, err
+	}
 	// The error says what failed; the client's own log lines would repeat it.
 	mq.UseSlog(slog.New(slog.NewTextHandler(io.Discard, nil)), slog.LevelError)
-	return mq.NewRewinder(cfg.RocketMQNamesrv, cfg.RocketMQAccessKey, cfg.RocketMQSecretKey)
+	return mq.NewRewinder(cfg.RocketMQNamesrv, cfg.RocketMQAccessKey, cfg.RocketMQSecretKey, tlsConf)
 }
 
 // planRewind reads the group's plan on the topic for a rewind to t.

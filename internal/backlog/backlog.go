@@ -16,6 +16,7 @@ package backlog
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"time"
@@ -77,6 +78,9 @@ type Config struct {
 	NameServer string
 	// AccessKey and SecretKey are ACL credentials (both empty: none).
 	AccessKey, SecretKey string
+	// TLS, when not nil, is the TLS configuration of the connections to
+	// the name servers and the brokers (nil: plain TCP).
+	TLS *tls.Config
 	// Topic and Group are the topic of order events and the consumer
 	// group whose backlog is read.
 	Topic, Group string
@@ -94,7 +98,7 @@ func NewReader(cfg Config) (*Reader, error) {
 	if cfg.Topic == "" || cfg.Group == "" {
 		return nil, fmt.Errorf("backlog: a topic and a consumer group are needed (topic %q, group %q)", cfg.Topic, cfg.Group)
 	}
-	off, err := mq.NewOffsetReader(cfg.NameServer, cfg.AccessKey, cfg.SecretKey)
+	off, err := mq.NewOffsetReader(cfg.NameServer, cfg.AccessKey, cfg.SecretKey, cfg.TLS)
 	if err != nil {
 		return nil, fmt.Errorf("backlog: %w", err)
 	}

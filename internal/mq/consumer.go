@@ -2,6 +2,7 @@ package mq
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strconv"
@@ -58,6 +59,9 @@ type ConsumerConfig struct {
 	// AccessKey and SecretKey are the ACL credentials for brokers that
 	// require them (both empty: none).
 	AccessKey, SecretKey string
+	// TLS, when not nil, is the TLS configuration of the connections to
+	// the name servers and the brokers (nil: plain TCP).
+	TLS *tls.Config
 	// MaxInflatedBody bounds how many bytes a compressed message body may
 	// inflate to (0: no bound). A body that would inflate further reaches
 	// the handler still compressed, and InflateRefused reports it. The
@@ -169,6 +173,7 @@ func NewBatchConsumer(cfg ConsumerConfig, h BatchHandler) (*Consumer, error) {
 		consumer.WithConsumeMessageBatchMaxSize(cfg.BatchSize),
 		consumer.WithMaxReconsumeTimes(cfg.MaxReconsumeTimes),
 		consumer.WithCredentials(credentials(cfg.AccessKey, cfg.SecretKey)),
+		consumer.WithTLS(cfg.TLS),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("mq: create consumer for group %s: %w", cfg.Group, err)

@@ -383,7 +383,7 @@ func TestLag(t *testing.T) {
 }
 
 func TestCreateTopicRefusesNoQueues(t *testing.T) {
-	err := mq.CreateTopic(context.Background(), []string{"127.0.0.1:9876"}, "127.0.0.1:10911", "no-queues", 0)
+	err := mq.CreateTopic(context.Background(), []string{"127.0.0.1:9876"}, "127.0.0.1:10911", "no-queues", 0, nil)
 	if err == nil || !strings.Contains(err.Error(), "queues must be at least 1") {
 		t.Fatalf("CreateTopic with 0 queues: %v, want a clear refusal", err)
 	}
@@ -393,7 +393,7 @@ func TestCreateTopicGivesUpWhenTheBrokerIsUnreachable(t *testing.T) {
 	testenv.QuietRocketMQ()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	err := mq.CreateTopic(ctx, []string{"127.0.0.1:1"}, "127.0.0.1:1", uniq.Name("unreachable"), 4)
+	err := mq.CreateTopic(ctx, []string{"127.0.0.1:1"}, "127.0.0.1:1", uniq.Name("unreachable"), 4, nil)
 	if err == nil || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("CreateTopic against a closed port: %v, want a deadline error", err)
 	}

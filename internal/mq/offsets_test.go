@@ -29,7 +29,7 @@ func TestOffsetsOnBroker(t *testing.T) {
 	const n = 40
 	perQ := testenv.Publish(t, topic, n)
 
-	r, err := mq.NewOffsetReader(namesrv, "", "")
+	r, err := mq.NewOffsetReader(namesrv, "", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestOffsetsNameTheUnreachableNameServer(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	r, err := mq.NewOffsetReader(addr, "", "")
+	r, err := mq.NewOffsetReader(addr, "", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestOffsetsNameTheUnreachableNameServer(t *testing.T) {
 	if took := time.Since(begin); took > 15*time.Second {
 		t.Errorf("took %v", took)
 	}
-	if _, err := mq.NewOffsetReader(" , ", "", ""); err == nil {
+	if _, err := mq.NewOffsetReader(" , ", "", "", nil); err == nil {
 		t.Error("an empty name server list was accepted")
 	}
 }

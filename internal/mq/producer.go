@@ -2,6 +2,7 @@ package mq
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -67,6 +68,7 @@ type producerConfig struct {
 	retries     int
 	sendTimeout time.Duration
 	creds       primitive.Credentials
+	tls         *tls.Config
 }
 
 // ProducerOption configures NewProducer.
@@ -94,6 +96,13 @@ func WithCredentials(accessKey, secretKey string) ProducerOption {
 	return func(c *producerConfig) { c.creds = credentials(accessKey, secretKey) }
 }
 
+// WithTLS connects to the name servers and the brokers over TLS with cfg
+// (nil, the default: plain TCP). The client's TLS is patched in:
+// third_party/rocketmq-client-go/ORDERFLOW.md, change 6.
+func WithTLS(cfg *tls.Config) ProducerOption {
+	return func(c *producerConfig) { c.tls = cfg }
+}
+
 // NewProducer creates and starts a producer that talks to the name servers
 // in namesrv (comma-separated host:port list).
 func NewProducer(namesrv string, opts ...ProducerOption) (*Producer, error) {
@@ -114,6 +123,7 @@ func NewProducer(namesrv string, opts ...ProducerOption) (*Producer, error) {
 		producer.WithRetry(cfg.retries),
 		producer.WithSendMsgTimeout(cfg.sendTimeout),
 		producer.WithCredentials(cfg.creds),
+		producer.WithTLS(cfg.tls),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("mq: create producer: %w", err)

@@ -2,6 +2,7 @@ package mq
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"sync"
@@ -109,15 +110,17 @@ type Rewinder struct {
 }
 
 // NewRewinder returns a rewinder that resolves routes from the
-// comma-separated name servers, with ACL credentials when the keys are set.
+// comma-separated name servers, with ACL credentials when the keys are set,
+// over TLS with tlsConf when it is not nil.
 // It connects only when used. Close it when done.
-func NewRewinder(namesrv, accessKey, secretKey string) (*Rewinder, error) {
+func NewRewinder(namesrv, accessKey, secretKey string, tlsConf *tls.Config) (*Rewinder, error) {
 	addrs, err := nameServers(namesrv)
 	if err != nil {
 		return nil, err
 	}
 	quietDefault()
-	a, err := admin.NewAdmin(admin.WithResolver(resolver(addrs)), admin.WithCredentials(credentials(accessKey, secretKey)))
+	a, err := admin.NewAdmin(admin.WithResolver(resolver(addrs)), admin.WithCredentials(credentials(accessKey, secretKey)),
+		admin.WithTLS(tlsConf))
 	if err != nil {
 		return nil, fmt.Errorf("mq: RocketMQ admin client for name server %s: %w", namesrv, err)
 	}

@@ -42,12 +42,12 @@ func TestRewindPlanAndApply(t *testing.T) {
 		latePerQ[id]++
 	}
 
-	r, err := mq.NewOffsetReader(namesrv, "", "")
+	r, err := mq.NewOffsetReader(namesrv, "", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	rw, err := mq.NewRewinder(namesrv, "", "")
+	rw, err := mq.NewRewinder(namesrv, "", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,12 +125,12 @@ func TestRewindRefusedWhileConsumersOnline(t *testing.T) {
 	const n = 8
 	testenv.Publish(t, topic, n)
 
-	r, err := mq.NewOffsetReader(namesrv, "", "")
+	r, err := mq.NewOffsetReader(namesrv, "", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	rw, err := mq.NewRewinder(namesrv, "", "")
+	rw, err := mq.NewRewinder(namesrv, "", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestRewindPlanEarliestStoreTime(t *testing.T) {
 	acked := time.Now()
 	testenv.WaitIndexed(t, namesrv, topic, 1)
 
-	rw, err := mq.NewRewinder(namesrv, "", "")
+	rw, err := mq.NewRewinder(namesrv, "", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

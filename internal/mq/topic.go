@@ -2,6 +2,7 @@ package mq
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"time"
 
@@ -11,8 +12,9 @@ import (
 // CreateTopic creates topic name with the given number of read and write
 // queues on the broker at brokerAddr, then waits until the name servers
 // route every queue, so that a producer can send to it at once. It retries
-// until ctx is done; creating a topic that exists already is harmless.
-func CreateTopic(ctx context.Context, namesrv []string, brokerAddr, name string, queues int) error {
+// until ctx is done; creating a topic that exists already is harmless. The
+// connections use TLS with tlsConf when it is not nil.
+func CreateTopic(ctx context.Context, namesrv []string, brokerAddr, name string, queues int, tlsConf *tls.Config) error {
 	if queues < 1 {
 		return fmt.Errorf("create topic %s: queues must be at least 1, got %d", name, queues)
 	}
@@ -21,7 +23,7 @@ func CreateTopic(ctx context.Context, namesrv []string, brokerAddr, name string,
 	for {
 		// A fresh admin client per attempt: the client caches topic routes.
 		err := func() error {
-			a, err := admin.NewAdmin(admin.WithResolver(resolver(namesrv)))
+			a, err := admin.NewAdmin(admin.WithResolver(resolver(namesrv)), admin.WithTLS(tlsConf))
 			if err != nil {
 				return fmt.Errorf("RocketMQ admin client: %w", err)
 			}

@@ -190,6 +190,7 @@ func NewTxProducer(namesrv, group string, check CheckFunc, opts ...ProducerOptio
 		producer.WithRetry(cfg.retries),
 		producer.WithSendMsgTimeout(cfg.sendTimeout),
 		producer.WithCredentials(cfg.creds),
+		producer.WithTLS(cfg.tls),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("mq: create transactional producer: %w", err)

@@ -69,7 +69,7 @@ func Publish(t testing.TB, topic string, n int) map[int]int64 {
 // the receipts for that moment.
 func WaitIndexed(t testing.TB, namesrv, topic string, n int64) {
 	t.Helper()
-	r, err := mq.NewOffsetReader(namesrv, "", "")
+	r, err := mq.NewOffsetReader(namesrv, "", "", nil)
 	if err != nil {
 		t.Fatalf("testenv: offset reader: %v", err)
 	}

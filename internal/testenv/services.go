@@ -148,7 +148,7 @@ func CreateTopic(t testing.TB, name string, queues int) {
 	broker := RocketMQBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), serviceWait)
 	defer cancel()
-	if err := mq.CreateTopic(ctx, NamesrvList(namesrv), broker, name, queues); err != nil {
+	if err := mq.CreateTopic(ctx, NamesrvList(namesrv), broker, name, queues, nil); err != nil {
 		t.Fatalf("testenv: %v; %s", err, runMakeUp)
 	}
 }

@@ -19,6 +19,7 @@ package admin
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"sync"
 	"time"
@@ -67,6 +68,15 @@ func WithResolver(resolver primitive.NsResolver) AdminOption {
 func WithCredentials(c primitive.Credentials) AdminOption {
 	return func(options *adminOptions) {
 		options.ClientOptions.Credentials = c
+	}
+}
+
+// WithTLS makes the admin client talk to the name servers and the brokers
+// over TLS with cfg (nil: plain TCP, the default). orderflow patch:
+// change 6, TLS.
+func WithTLS(cfg *tls.Config) AdminOption {
+	return func(options *adminOptions) {
+		options.RemotingClientConfig = remote.WithTLS(options.RemotingClientConfig, cfg)
 	}
 }
 

@@ -18,11 +18,13 @@ limitations under the License.
 package consumer
 
 import (
+	"crypto/tls"
 	"strings"
 	"time"
 
 	"github.com/apache/rocketmq-client-go/v2/hooks"
 	"github.com/apache/rocketmq-client-go/v2/internal"
+	"github.com/apache/rocketmq-client-go/v2/internal/remote"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 )
 
@@ -367,5 +369,15 @@ func WithFilterMessageHook(hooks []hooks.FilterMessageHook) Option {
 func WithLimiter(limiter Limiter) Option {
 	return func(opts *consumerOptions) {
 		opts.Limiter = limiter
+	}
+}
+
+// WithTLS makes the consumer talk to the name servers and the brokers over
+// TLS with cfg (nil: plain TCP, the default). Producers and consumers that
+// share a client instance (the same instance name) must pass the same cfg.
+// orderflow patch: change 6, TLS.
+func WithTLS(cfg *tls.Config) Option {
+	return func(opts *consumerOptions) {
+		opts.RemotingClientConfig = remote.WithTLS(opts.RemotingClientConfig, cfg)
 	}
 }

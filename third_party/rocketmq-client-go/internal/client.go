@@ -19,6 +19,7 @@ package internal
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -192,6 +193,15 @@ func (c *rmqClient) GetNameSrv() Namesrvs {
 
 var clientMap sync.Map
 
+// tlsOf is the TLS configuration of c, nil for plain TCP. orderflow patch:
+// change 6, TLS.
+func tlsOf(c *remote.RemotingClientConfig) *tls.Config {
+	if c == nil {
+		return nil
+	}
+	return c.TLSConfig
+}
+
 func GetOrNewRocketMQClient(option ClientOptions, callbackCh chan interface{}) RMQClient {
 	client := &rmqClient{
 		option:       option,
@@ -203,6 +213,17 @@ func GetOrNewRocketMQClient(option ClientOptions, callbackCh chan interface{}) R
 	if loaded {
 		// compare namesrv address
 		client = actual.(*rmqClient)
+		// orderflow patch: change 6, TLS. The cached instance's
+		// connections (to the brokers, and through its name servers to
+		// those) keep its own TLS configuration: a producer or consumer
+		// asking for another one would silently get it, so it is refused
+		// like different name servers are.
+		if tlsOf(option.RemotingClientConfig) != tlsOf(client.option.RemotingClientConfig) {
+			rlog.Error("different TLS option in the same instance", map[string]interface{}{
+				"ClientID": client.ClientID(),
+			})
+			return nil
+		}
 		now := option.Namesrv.(*namesrvs).resolver.Resolve()
 		old := client.GetNameSrv().(*namesrvs).resolver.Resolve()
 		if len(now) != len(old) {

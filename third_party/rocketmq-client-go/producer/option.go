@@ -18,10 +18,12 @@ limitations under the License.
 package producer
 
 import (
+	"crypto/tls"
 	"strings"
 	"time"
 
 	"github.com/apache/rocketmq-client-go/v2/internal"
+	"github.com/apache/rocketmq-client-go/v2/internal/remote"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 )
 
@@ -176,5 +178,15 @@ func WithCompressMsgBodyOverHowmuch(threshold int) Option {
 func WithCompressLevel(level int) Option {
 	return func(opts *producerOptions) {
 		opts.CompressLevel = level
+	}
+}
+
+// WithTLS makes the producer talk to the name servers and the brokers over
+// TLS with cfg (nil: plain TCP, the default). Producers and consumers that
+// share a client instance (the same instance name) must pass the same cfg.
+// orderflow patch: change 6, TLS.
+func WithTLS(cfg *tls.Config) Option {
+	return func(opts *producerOptions) {
+		opts.RemotingClientConfig = remote.WithTLS(opts.RemotingClientConfig, cfg)
 	}
 }

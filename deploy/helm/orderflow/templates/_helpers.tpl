@@ -130,7 +130,37 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 {{- end }}
 
-{{/* Volumes for the TLS files; include with (dict "ctx" $ "temporal" true). */}}
+{{/* The RocketMQ ACL keys from the release's Secret and the TLS settings: worker and bridge. */}}
+{{- define "orderflow.rocketmqEnv" -}}
+{{ include "orderflow.secretEnv" (dict "ctx" . "name" "ROCKETMQ_ACCESS_KEY" "optional" true) }}
+{{ include "orderflow.secretEnv" (dict "ctx" . "name" "ROCKETMQ_SECRET_KEY" "optional" true) }}
+{{- with .Values.rocketmqTLS }}
+{{- if .enabled }}
+- name: ROCKETMQ_TLS
+  value: "true"
+{{- if .serverName }}
+- name: ROCKETMQ_TLS_SERVER_NAME
+  value: {{ .serverName | quote }}
+{{- end }}
+{{- if .secretName }}
+{{- if .caKey }}
+- name: ROCKETMQ_TLS_CA_FILE
+  value: {{ printf "/etc/orderflow/rocketmq-tls/%s" .caKey | quote }}
+{{- end }}
+{{- if .clientCertKey }}
+- name: ROCKETMQ_TLS_CERT_FILE
+  value: {{ printf "/etc/orderflow/rocketmq-tls/%s" .clientCertKey | quote }}
+{{- end }}
+{{- if .clientKeyKey }}
+- name: ROCKETMQ_TLS_KEY_FILE
+  value: {{ printf "/etc/orderflow/rocketmq-tls/%s" .clientKeyKey | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Volumes for the TLS files; include with (dict "ctx" $ "temporal" true "rocketmq" true). */}}
 {{- define "orderflow.tlsVolumes" -}}
 {{- $ctx := .ctx }}
 {{- if and .temporal $ctx.Values.temporalTLS.secretName }}
@@ -139,6 +169,18 @@ app.kubernetes.io/component: {{ .component }}
     secretName: {{ $ctx.Values.temporalTLS.secretName }}
     items:
       {{- range $key := list $ctx.Values.temporalTLS.clientCertKey $ctx.Values.temporalTLS.clientKeyKey $ctx.Values.temporalTLS.serverCACertKey }}
+      {{- if $key }}
+      - key: {{ $key }}
+        path: {{ $key }}
+      {{- end }}
+      {{- end }}
+{{- end }}
+{{- if and .rocketmq $ctx.Values.rocketmqTLS.enabled $ctx.Values.rocketmqTLS.secretName }}
+- name: rocketmq-tls
+  secret:
+    secretName: {{ $ctx.Values.rocketmqTLS.secretName }}
+    items:
+      {{- range $key := list $ctx.Values.rocketmqTLS.caKey $ctx.Values.rocketmqTLS.clientCertKey $ctx.Values.rocketmqTLS.clientKeyKey }}
       {{- if $key }}
       - key: {{ $key }}
         path: {{ $key }}
@@ -160,6 +202,11 @@ app.kubernetes.io/component: {{ .component }}
 {{- if and .temporal $ctx.Values.temporalTLS.secretName }}
 - name: temporal-tls
   mountPath: /etc/orderflow/temporal-tls
+  readOnly: true
+{{- end }}
+{{- if and .rocketmq $ctx.Values.rocketmqTLS.enabled $ctx.Values.rocketmqTLS.secretName }}
+- name: rocketmq-tls
+  mountPath: /etc/orderflow/rocketmq-tls
   readOnly: true
 {{- end }}
 {{- if $ctx.Values.postgresTLS.secretName }}

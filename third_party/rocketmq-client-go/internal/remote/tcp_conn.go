@@ -18,6 +18,8 @@ package remote
 
 import (
 	"context"
+	"crypto/tls"
+	"fmt"
 	"net"
 	"sync"
 	"time"
@@ -42,9 +44,48 @@ func initConn(ctx context.Context, addr string, config *RemotingClientConfig) (*
 	if err != nil {
 		return nil, err
 	}
+	// orderflow patch: change 6, TLS. With a TLS configuration the
+	// connection is a TLS client connection, handshaken here under the
+	// dial's deadline, so that a server that does not answer the
+	// handshake (or a plain TCP server) fails the connect, not the first
+	// request.
+	if config.TLSConfig != nil {
+		tconn, err := tlsHandshake(ctx, conn, addr, config.TLSConfig, d.Deadline)
+		if err != nil {
+			conn.Close()
+			return nil, err
+		}
+		conn = tconn
+	}
 	return &tcpConnWrapper{
 		Conn: conn,
 	}, nil
+}
+
+// tlsHandshake runs the TLS client handshake on conn before deadline and
+// returns the TLS connection. An empty ServerName in cfg is set to the
+// host of addr (an IP address is verified against the certificate's IP
+// addresses). orderflow patch: change 6, TLS.
+func tlsHandshake(ctx context.Context, conn net.Conn, addr string, cfg *tls.Config, deadline time.Time) (net.Conn, error) {
+	if cfg.ServerName == "" && !cfg.InsecureSkipVerify {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			host = addr
+		}
+		cfg = cfg.Clone()
+		cfg.ServerName = host
+	}
+	tconn := tls.Client(conn, cfg)
+	if err := tconn.SetDeadline(deadline); err != nil {
+		return nil, err
+	}
+	if err := tconn.HandshakeContext(ctx); err != nil {
+		return nil, fmt.Errorf("tls handshake with %s: %w", addr, err)
+	}
+	if err := tconn.SetDeadline(time.Time{}); err != nil {
+		return nil, err
+	}
+	return tconn, nil
 }
 
 func (wrapper *tcpConnWrapper) destroy() error {
