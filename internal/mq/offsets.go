@@ -50,6 +50,18 @@ type OffsetReader struct {
 // over TLS with tlsConf when it is not nil.
 // It connects only when read. Close it when done.
 func NewOffsetReader(namesrv, accessKey, secretKey string, tlsConf *tls.Config) (*OffsetReader, error) {
+	a, err := newAdmin(namesrv, accessKey, secretKey, tlsConf)
+	if err != nil {
+		return nil, err
+	}
+	return &OffsetReader{namesrv: namesrv, admin: a}, nil
+}
+
+// newAdmin returns the client's admin for the comma-separated name
+// servers, with ACL credentials when the keys are set and TLS with tlsConf
+// when it is not nil, as the requests of the patch's changes 3 and 5 use it.
+// It connects only when used.
+func newAdmin(namesrv, accessKey, secretKey string, tlsConf *tls.Config) (rewindAdmin, error) {
 	addrs, err := nameServers(namesrv)
 	if err != nil {
 		return nil, err
@@ -60,7 +72,7 @@ func NewOffsetReader(namesrv, accessKey, secretKey string, tlsConf *tls.Config) 
 	if err != nil {
 		return nil, fmt.Errorf("mq: RocketMQ admin client for name server %s: %w", namesrv, err)
 	}
-	return &OffsetReader{namesrv: namesrv, admin: a}, nil
+	return a, nil
 }
 
 // Offsets returns the offsets of every readable queue of topic, with

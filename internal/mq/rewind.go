@@ -114,15 +114,9 @@ type Rewinder struct {
 // over TLS with tlsConf when it is not nil.
 // It connects only when used. Close it when done.
 func NewRewinder(namesrv, accessKey, secretKey string, tlsConf *tls.Config) (*Rewinder, error) {
-	addrs, err := nameServers(namesrv)
+	a, err := newAdmin(namesrv, accessKey, secretKey, tlsConf)
 	if err != nil {
 		return nil, err
-	}
-	quietDefault()
-	a, err := admin.NewAdmin(admin.WithResolver(resolver(addrs)), admin.WithCredentials(credentials(accessKey, secretKey)),
-		admin.WithTLS(tlsConf))
-	if err != nil {
-		return nil, fmt.Errorf("mq: RocketMQ admin client for name server %s: %w", namesrv, err)
 	}
 	return &Rewinder{namesrv: namesrv, admin: a}, nil
 }
