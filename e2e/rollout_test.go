@@ -11,8 +11,10 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"gorm.io/gorm"
 
 	"github.com/orderflow/orderflow/check"
@@ -133,9 +135,19 @@ func TestRollingUpgradeAndRollback(t *testing.T) {
 	}
 	t.Logf("after the rollout and the rollback:\n%s", out.String())
 
-	failed, runs := workflowTaskFailures(ctx, t, tc, pl.taskQueue)
-	if failed != 0 {
-		t.Errorf("%d workflow tasks failed over %d runs, want none", failed, runs)
+	h := scanHistories(ctx, t, tc, pl.taskQueue)
+	if h.failed != 0 {
+		t.Errorf("%d workflow tasks failed over %d runs, want none", h.failed, h.runs)
+	}
+	// The runs moved with the current version, and each build recorded its
+	// own workflow version in the runs it started.
+	if h.bothBuilds == 0 {
+		t.Errorf("no run had workflow tasks on both builds: the runs did not follow the current version (%+v)", h)
+	}
+	for _, v := range []int{workflows.PreviousReleaseVersion, workflows.LatestVersion} {
+		if h.versions[v] == 0 {
+			t.Errorf("no run recorded %s version %d (%v)", workflows.ChangeLocalActivities, v, h.versions)
+		}
 	}
 	for i, at := range switches {
 		p99, n := sent.p99(t, gdb, at.Add(-2*time.Second), at.Add(8*time.Second))
@@ -145,7 +157,8 @@ func TestRollingUpgradeAndRollback(t *testing.T) {
 		t.Logf("switch %d (to %s): p99 from publish to row %s over %d business keys published from 2 s before to 8 s after it",
 			i+1, []string{"b", "a"}[i], p99.Round(time.Millisecond), n)
 	}
-	t.Logf("workflow task failures: %d over %d runs", failed, runs)
+	t.Logf("workflow task failures: %d over %d runs; %d runs had tasks on both builds; runs by recorded version %v",
+		h.failed, h.runs, h.bothBuilds, h.versions)
 }
 
 // setCurrent makes build the current version of the Worker Deployment,
@@ -167,10 +180,21 @@ func setCurrent(ctx context.Context, t *testing.T, c client.Client, deployment, 
 	}
 }
 
-// workflowTaskFailures counts the failed workflow tasks in the histories of
-// every run on the task queue.
-func workflowTaskFailures(ctx context.Context, t *testing.T, c client.Client, taskQueue string) (failed, runs int) {
+// histories is what the runs of a task queue recorded.
+type histories struct {
+	runs, failed int
+	// bothBuilds counts the runs with workflow tasks completed by both
+	// builds.
+	bothBuilds int
+	// versions counts the runs by the version of
+	// workflows.ChangeLocalActivities they recorded.
+	versions map[int]int
+}
+
+// scanHistories reads the history of every run on the task queue.
+func scanHistories(ctx context.Context, t *testing.T, c client.Client, taskQueue string) histories {
 	t.Helper()
+	h := histories{versions: map[int]int{}}
 	var token []byte
 	for {
 		res, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
@@ -179,24 +203,53 @@ func workflowTaskFailures(ctx context.Context, t *testing.T, c client.Client, ta
 			t.Fatal(err)
 		}
 		for _, e := range res.GetExecutions() {
-			runs++
+			h.runs++
+			builds := map[string]bool{}
 			it := c.GetWorkflowHistory(ctx, e.GetExecution().GetWorkflowId(), e.GetExecution().GetRunId(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 			for it.HasNext() {
 				ev, err := it.Next()
 				if err != nil {
 					t.Fatal(err)
 				}
-				if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED {
-					failed++
+				switch ev.GetEventType() {
+				case enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+					h.failed++
 					t.Logf("%s: workflow task failed: %s", e.GetExecution().GetWorkflowId(),
 						ev.GetWorkflowTaskFailedEventAttributes().GetFailure().GetMessage())
+				case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+					builds[ev.GetWorkflowTaskCompletedEventAttributes().GetDeploymentVersion().GetBuildId()] = true
+				case enumspb.EVENT_TYPE_MARKER_RECORDED:
+					if v, ok := versionMarker(ev.GetMarkerRecordedEventAttributes()); ok {
+						h.versions[v]++
+					}
 				}
+			}
+			if builds["a"] && builds["b"] {
+				h.bothBuilds++
 			}
 		}
 		if token = res.GetNextPageToken(); len(token) == 0 {
-			return failed, runs
+			return h
 		}
 	}
+}
+
+// versionMarker returns the version a GetVersion marker of
+// workflows.ChangeLocalActivities recorded.
+func versionMarker(m *historypb.MarkerRecordedEventAttributes) (int, bool) {
+	if m.GetMarkerName() != "Version" {
+		return 0, false
+	}
+	var id string
+	var v int
+	dc := converter.GetDefaultDataConverter()
+	if p := m.GetDetails()["change-id"]; p == nil || dc.FromPayloads(p, &id) != nil || id != workflows.ChangeLocalActivities {
+		return 0, false
+	}
+	if p := m.GetDetails()["version"]; p == nil || dc.FromPayloads(p, &v) != nil {
+		return 0, false
+	}
+	return v, true
 }
 
 // sendTimes are the times the broker acknowledged the first message of
