@@ -62,10 +62,9 @@ type workflowReport struct {
 	StartTime     time.Time `json:"start_time,omitzero"`
 	CloseTime     time.Time `json:"close_time,omitzero"`
 	HistoryLength int64     `json:"history_length,omitempty"`
-	// Build is the worker build (Worker Versioning's build ID, or the last
-	// worker's build ID) that ran the latest run's last workflow task, and
-	// Deployment its Worker Deployment; empty for an unversioned worker
-	// that set none.
+	// Build is the Worker Deployment version (build ID) the latest run is
+	// on, and Deployment its Worker Deployment; empty for a run of
+	// unversioned workers.
 	Build      string `json:"build,omitempty"`
 	Deployment string `json:"deployment,omitempty"`
 	// Runs counts the runs Temporal's visibility lists under the workflow
@@ -109,11 +108,8 @@ func describeWorkflow(ctx context.Context, c *temporalConn, cfg config.Config, o
 		r.CloseTime = info.GetCloseTime().AsTime()
 	}
 	r.HistoryLength = info.GetHistoryLength()
-	if v := info.GetVersioningInfo().GetDeploymentVersion(); v.GetBuildId() != "" {
-		r.Build, r.Deployment = v.GetBuildId(), v.GetDeploymentName()
-	} else {
-		r.Build = info.GetMostRecentWorkerVersionStamp().GetBuildId()
-	}
+	v := info.GetVersioningInfo().GetDeploymentVersion()
+	r.Build, r.Deployment = v.GetBuildId(), v.GetDeploymentName()
 	if n, err := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{
 		Namespace: c.namespace, Query: fmt.Sprintf("WorkflowId = '%s'", id)}); err == nil {
 		r.Runs = n.GetCount()
