@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -62,6 +63,12 @@ import (
 // order-events signals, which need no new version: the workflow handles a
 // batch's events exactly as separate signals, with the same commands.
 const recordEnv = "ORDERFLOW_RECORD_HISTORIES"
+
+// recordWriteEnv, when set, is the version of ChangeLocalActivities the
+// recording worker writes (workflows.WriteVersionProvider). The files of
+// testdata/w4-* were recorded so, by this code for the previous release
+// (0.1.0), whose code replays them too (TestPreviousReleaseReplays).
+const recordWriteEnv = "ORDERFLOW_RECORD_WRITE_VERSION"
 
 // replayScenarios are the scenarios that must have at least one recorded
 // history each.
@@ -319,10 +326,23 @@ func TestRecordHistories(t *testing.T) {
 	wanted := func(name string) bool {
 		return only == "1" || slices.Contains(strings.Split(only, ","), name)
 	}
+	// With ORDERFLOW_RECORD_WRITE_VERSION=N the worker records version N of
+	// ChangeLocalActivities in new runs (as during a rollout whose rollback
+	// target replays N), and the files are named wN-<scenario>.
+	prefix := ""
+	var opts []func(*worker.Options)
+	if v := os.Getenv(recordWriteEnv); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || workflows.CheckWriteVersion(n) != nil {
+			t.Fatalf("%s=%s: want a version new runs may record", recordWriteEnv, v)
+		}
+		prefix = fmt.Sprintf("w%d-", n)
+		opts = append(opts, func(o *worker.Options) { o.PreferredVersionProvider = workflows.WriteVersionProvider(n) })
+	}
 	c := testenv.RequireTemporal(t)
 	db, _ := testenv.NewDatabase(t)
 	tq := uniq.Name("wf-record")
-	workflowtest.StartWorker(t, c, tq, db)
+	workflowtest.StartWorker(t, c, tq, db, opts...)
 	ctx := context.Background()
 	quick := workflows.Params{GracePeriod: time.Second, IdleTimeout: 3 * time.Second}
 
@@ -383,9 +403,9 @@ func TestRecordHistories(t *testing.T) {
 		wg.Wait()
 		runs := closedChain(t, c, orderID)
 		for i, runID := range runs {
-			file := name + ".json"
+			file := prefix + name + ".json"
 			if len(runs) > 1 {
-				file = fmt.Sprintf("%s-run%d.json", name, i+1)
+				file = fmt.Sprintf("%s%s-run%d.json", prefix, name, i+1)
 			}
 			writeHistory(t, c, orderID, runID, filepath.Join("testdata", file))
 		}
@@ -465,7 +485,7 @@ func TestRecordHistories(t *testing.T) {
 		fresh = runs[len(runs)-1]
 		return nil
 	})
-	writeHistory(t, c, late, fresh, filepath.Join("testdata", "late-event-fresh-run.json"))
+	writeHistory(t, c, late, fresh, filepath.Join("testdata", prefix+"late-event-fresh-run.json"))
 }
 
 // closedChain waits for the order's workflow to complete (after any

@@ -51,14 +51,19 @@ func Scenario(t testing.TB, prefix string, orders int, seed int64) *scenario.Sce
 }
 
 // StartWorker runs an in-process worker for OrderWorkflow and the
-// activities on db, polling taskQueue, until the test ends.
-func StartWorker(t testing.TB, c client.Client, taskQueue string, db *gorm.DB) worker.Worker {
+// activities on db, polling taskQueue, until the test ends; opts may change
+// its options.
+func StartWorker(t testing.TB, c client.Client, taskQueue string, db *gorm.DB, opts ...func(*worker.Options)) worker.Worker {
 	t.Helper()
-	w := worker.New(c, taskQueue, worker.Options{
+	o := worker.Options{
 		MaxConcurrentActivityExecutionSize:     32,
 		MaxConcurrentWorkflowTaskExecutionSize: 32,
 		DeadlockDetectionTimeout:               deadlockDetection,
-	})
+	}
+	for _, f := range opts {
+		f(&o)
+	}
+	w := worker.New(c, taskQueue, o)
 	workflows.Register(w)
 	w.RegisterActivity(&activities.Activities{Store: store.New(db)})
 	if err := w.Start(); err != nil {
