@@ -1,17 +1,13 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/orderflow/orderflow/check"
-	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/internal/procs"
 	"github.com/orderflow/orderflow/internal/testenv"
-	"github.com/orderflow/orderflow/internal/uniq"
 	"github.com/orderflow/orderflow/scenario"
 )
 
@@ -45,23 +41,12 @@ func TestPipelineThroughPgBouncer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	producer, err := mq.NewProducer(namesrv, mq.WithProducerGroup(uniq.Name("pooler-producer")))
-	if err != nil {
-		t.Fatalf("producer: %v", err)
-	}
-	defer producer.Close()
+	producer := newProducer(t, namesrv, "pooler", nil)
 	if err := scenario.Publish(ctx, producer, s.Messages, scenario.PublishOptions{Topic: pl.topic, Rate: 80}); err != nil {
 		t.Fatalf("publish: %v", err)
 	}
-	r, err := check.WaitSettled(ctx, gdb, s.Expected.FirstPhase(), check.WaitOptions{Wait: 3 * time.Minute, Interval: 2 * time.Second, Settle: 6 * time.Second})
-	var out bytes.Buffer
-	if r != nil {
-		r.Write(&out)
-	}
-	if err != nil {
-		t.Fatalf("through PgBouncer: %v\n%s", err, out.String())
-	}
-	t.Logf("through PgBouncer in transaction mode (%d server connections), %d messages:\n%s", pgb.ServerConns, len(s.Messages), out.String())
+	report := settle(ctx, t, gdb, s.Expected.FirstPhase(), "through PgBouncer")
+	t.Logf("through PgBouncer in transaction mode (%d server connections), %d messages:\n%s", pgb.ServerConns, len(s.Messages), report)
 	for name, p := range map[string]*procs.Proc{"worker": worker, "bridge": bridge} {
 		if log := p.Tail(1 << 30); !strings.Contains(log, "a transaction pooler is in front of PostgreSQL") {
 			t.Errorf("the %s's log does not say that it found the pooler", name)

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,8 +13,6 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/orderflow/orderflow/check"
-	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/internal/procs"
 	"github.com/orderflow/orderflow/internal/testenv"
 	"github.com/orderflow/orderflow/internal/uniq"
@@ -134,34 +131,22 @@ func TestRecoverFromARestoredBackup(t *testing.T) {
 	}
 	seed := time.Now().UnixNano()
 	before, after := gen("restore-a", seed), gen("restore-b", seed+1)
-	producer, err := mq.NewProducer(namesrv, mq.WithProducerGroup(uniq.Name("restore-producer")))
-	if err != nil {
-		t.Fatalf("producer: %v", err)
-	}
-	defer producer.Close()
+	producer := newProducer(t, namesrv, "restore", nil)
 	publish := func(msgs []scenario.Message) {
 		t.Helper()
 		if err := scenario.Publish(ctx, producer, msgs, scenario.PublishOptions{Topic: pl.topic, Rate: 60}); err != nil {
 			t.Fatalf("publish: %v", err)
 		}
 	}
-	settle := func(what string, exps ...*scenario.Expected) {
+	settleAll := func(what string, exps ...*scenario.Expected) {
 		t.Helper()
 		for _, exp := range exps {
-			r, err := check.WaitSettled(ctx, gdb, exp, check.WaitOptions{Wait: 3 * time.Minute, Interval: 2 * time.Second, Settle: 6 * time.Second})
-			var out bytes.Buffer
-			if r != nil {
-				r.Write(&out)
-			}
-			if err != nil {
-				t.Fatalf("%s: run %s: %v\n%s", what, exp.Prefix, err, out.String())
-			}
-			t.Logf("%s: run %s settled:\n%s", what, exp.Prefix, out.String())
+			t.Logf("%s: run %s settled:\n%s", what, exp.Prefix, settle(ctx, t, gdb, exp, what))
 		}
 	}
 
 	publish(before.Messages)
-	settle("before the backup", before.Expected.FirstPhase())
+	settleAll("before the backup", before.Expected.FirstPhase())
 	backupAt := time.Now()
 	dump := filepath.Join(t.TempDir(), "orderflow.dump")
 	runTool(ctx, t, pgTool(t, "pg_dump"), "-Fc", "-f", dump, "-d", dsn)
@@ -172,7 +157,7 @@ func TestRecoverFromARestoredBackup(t *testing.T) {
 	afterBackup := len(before.Late) + len(after.Messages)
 	publish(before.Late)
 	publish(after.Messages)
-	settle("after the backup", &before.Expected, after.Expected.FirstPhase())
+	settleAll("after the backup", &before.Expected, after.Expected.FirstPhase())
 	beforeLoss := readFigures(t, gdb)
 
 	// The loss: worker and bridge stopped, the database restored.
@@ -209,7 +194,7 @@ func TestRecoverFromARestoredBackup(t *testing.T) {
 	}
 
 	start()
-	settle("after the recovery", &before.Expected, after.Expected.FirstPhase())
+	settleAll("after the recovery", &before.Expected, after.Expected.FirstPhase())
 	recovered := readFigures(t, gdb)
 	if !recovered.same(beforeLoss) {
 		t.Errorf("after the recovery %s; before the loss %s", recovered, beforeLoss)

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -17,7 +16,6 @@ import (
 	"go.temporal.io/sdk/converter"
 	"gorm.io/gorm"
 
-	"github.com/orderflow/orderflow/check"
 	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/internal/procs"
 	"github.com/orderflow/orderflow/internal/testenv"
@@ -75,11 +73,7 @@ func TestRollingUpgradeAndRollback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	producer, err := mq.NewProducer(namesrv, mq.WithProducerGroup(uniq.Name("rollout-producer")))
-	if err != nil {
-		t.Fatalf("producer: %v", err)
-	}
-	defer producer.Close()
+	producer := newProducer(t, namesrv, "rollout", nil)
 	sent := &sendTimes{first: map[string]time.Time{}}
 	const rate = 30.0
 	pubDone := make(chan error, 1)
@@ -125,15 +119,7 @@ func TestRollingUpgradeAndRollback(t *testing.T) {
 	}
 	t.Logf("published %d messages at %.0f/s in %s", len(s.Messages), rate, time.Since(began).Round(time.Second))
 
-	r, err := check.WaitSettled(ctx, gdb, s.Expected.FirstPhase(), check.WaitOptions{Wait: 3 * time.Minute, Interval: 2 * time.Second, Settle: 6 * time.Second})
-	var out bytes.Buffer
-	if r != nil {
-		r.Write(&out)
-	}
-	if err != nil {
-		t.Fatalf("after the rollout and the rollback: %v\n%s", err, out.String())
-	}
-	t.Logf("after the rollout and the rollback:\n%s", out.String())
+	t.Logf("after the rollout and the rollback:\n%s", settle(ctx, t, gdb, s.Expected.FirstPhase(), "after the rollout and the rollback"))
 
 	h := scanHistories(ctx, t, tc, pl.taskQueue)
 	if h.failed != 0 {

@@ -1,14 +1,11 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/orderflow/orderflow/check"
-	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/internal/procs"
 	"github.com/orderflow/orderflow/internal/testenv"
 	"github.com/orderflow/orderflow/internal/uniq"
@@ -55,23 +52,12 @@ func TestPipelineOverBrokerTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	producer, err := mq.NewProducer(r.Namesrv, mq.WithProducerGroup(uniq.Name("tls-producer")), mq.WithTLS(r.TLS))
-	if err != nil {
-		t.Fatalf("producer: %v", err)
-	}
-	defer producer.Close()
+	producer := newProducer(t, r.Namesrv, "tls", r.TLS)
 	if err := scenario.Publish(ctx, producer, s.Messages, scenario.PublishOptions{Topic: pl.topic, Rate: 80}); err != nil {
 		t.Fatalf("publish over TLS: %v", err)
 	}
-	rep, err := check.WaitSettled(ctx, gdb, s.Expected.FirstPhase(), check.WaitOptions{Wait: 3 * time.Minute, Interval: 2 * time.Second, Settle: 6 * time.Second})
-	var out bytes.Buffer
-	if rep != nil {
-		rep.Write(&out)
-	}
-	if err != nil {
-		t.Fatalf("over TLS: %v\n%s", err, out.String())
-	}
-	t.Logf("over TLS to a broker in enforcing mode, %d messages:\n%s", len(s.Messages), out.String())
+	report := settle(ctx, t, gdb, s.Expected.FirstPhase(), "over TLS")
+	t.Logf("over TLS to a broker in enforcing mode, %d messages:\n%s", len(s.Messages), report)
 	for name, p := range map[string]*procs.Proc{"worker": worker, "bridge": bridge} {
 		if x := p.Crashes(); len(x) > 0 {
 			t.Errorf("%s crashed: %s", name, strings.Join(x, "; "))
