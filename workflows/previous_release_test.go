@@ -42,6 +42,12 @@ func TestPreviousReleaseReplays(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no history recorded at the previous release's version %d in testdata/ (%v): record them with %s", workflows.PreviousReleaseVersion, err, recordWriteEnv)
 	}
+	// A shallow clone lacks the release's commit: deepen it from its origin.
+	if exec.Command("git", "-C", "..", "cat-file", "-e", commit+"^{commit}").Run() != nil {
+		if out, err := exec.Command("git", "-C", "..", "fetch", "--quiet", "--unshallow").CombinedOutput(); err != nil {
+			t.Logf("git fetch --unshallow: %v\n%s", err, out)
+		}
+	}
 	dir := filepath.Join(t.TempDir(), "release-"+release)
 	if out, err := exec.Command("git", "-C", "..", "worktree", "add", "--detach", dir, commit).CombinedOutput(); err != nil {
 		t.Fatalf("check out release %s (%s): %v\n%s(a shallow clone lacks it: git fetch --unshallow)", release, commit, err, out)
