@@ -48,12 +48,12 @@ func (r *run) handle(in Delivery) error {
 		r.showDetails(fmt.Sprintf("v%d %s → not applied (%s)", e.Version, e.Status, firstLine(err.Error(), 200)))
 		return nil
 	}
-	if seen && res.Repeat && !r.behind(res.Decision) {
+	switch behind := r.behind(res.Decision); {
+	case seen && res.Repeat && !behind:
 		// The database has it too: a duplicate.
 		r.noteAward(award, logger)
 		return r.duplicate(e, logger)
-	}
-	if r.verify && (seen || r.behind(res.Decision)) {
+	case seen || behind:
 		// The database does not have what the run remembers (it was
 		// restored from a backup, say): it decides, and the run reloads.
 		if err := r.resync(e, logger); err != nil {
