@@ -30,7 +30,7 @@ const maxSwitchP99 = 5 * time.Second
 
 // TestRollingUpgradeAndRollback deploys a second worker build beside the
 // first under a steady stream, with Worker Versioning: build a records the
-// previous release's workflow version, build b the newest (a change behind
+// oldest workflow version this code may (what 0.1.0 replays), build b the newest (a change behind
 // a patch: b's runs ask the database about remembered events). b is made
 // current, a stopped; then the rollback: a started again and made current,
 // b stopped. No step stops processing. Throughout, the five invariants
@@ -54,7 +54,7 @@ func TestRollingUpgradeAndRollback(t *testing.T) {
 		return pl.with("ORDERFLOW_WORKER_DEPLOYMENT_NAME="+deployment, "ORDERFLOW_WORKER_BUILD_ID="+id,
 			fmt.Sprintf("ORDERFLOW_WORKER_WORKFLOW_VERSION=%d", version))
 	}
-	workerA, bridge := pl.procs(t, build("a", workflows.PreviousReleaseVersion), pl.env)
+	workerA, bridge := pl.procs(t, build("a", workflows.OldestWriteVersion), pl.env)
 	workerB := newProc(t, "worker-b", pl.workerBin, "ORDERFLOW_WORKER_METRICS_ADDR", build("b", workflows.LatestVersion))
 	t.Cleanup(func() {
 		stop(t, workerB)
@@ -133,7 +133,7 @@ func TestRollingUpgradeAndRollback(t *testing.T) {
 	if h.bothBuilds == 0 {
 		t.Errorf("no run had workflow tasks on both builds: the runs did not follow the current version (%+v)", h)
 	}
-	for _, v := range []int{workflows.PreviousReleaseVersion, workflows.LatestVersion} {
+	for _, v := range []int{workflows.OldestWriteVersion, workflows.LatestVersion} {
 		if h.versions[v] == 0 {
 			t.Errorf("no run recorded %s version %d (%v)", workflows.ChangeLocalActivities, v, h.versions)
 		}

@@ -83,8 +83,8 @@ func parse(args []string, out io.Writer) (config.Config, options, error) {
 		"how often to read the consumer group's offsets from the brokers for "+backlog.LagMetric+" (0: never)"))
 	s.Int(&o.WorkflowVersion, workflows.LatestVersion, w("workflow-version", "WORKFLOW_VERSION",
 		fmt.Sprintf("the %s version new order runs record: %d, the newest (a redelivered event is asked of the database), or %d, "+
-			"which the previous release's workers replay (keep it during a rollout from that release, so that a rollback strands no run)",
-			workflows.ChangeLocalActivities, workflows.LatestVersion, workflows.PreviousReleaseVersion)))
+			"which workers of 0.1.0 replay (keep it during a rollout from 0.1.0, so that a rollback strands no run)",
+			workflows.ChangeLocalActivities, workflows.LatestVersion, workflows.OldestWriteVersion)))
 	s.String(&o.DeploymentName, "", w("deployment-name", "DEPLOYMENT_NAME",
 		"Worker Deployment this worker belongs to; set, it turns Worker Versioning on (the worker takes the tasks of its version "+
 			"only once that version is current: `temporal worker deployment set-current-version`); empty: unversioned"))

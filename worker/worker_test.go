@@ -128,10 +128,10 @@ func TestParseVersioning(t *testing.T) {
 		t.Fatalf("defaults: %+v, %v; want versioning off and workflow version %d", o, err, workflows.LatestVersion)
 	}
 	_, o, err = parse([]string{"-deployment-name", "orderflow", "-build-id", "b-7", "-workflow-version",
-		fmt.Sprint(workflows.PreviousReleaseVersion)}, io.Discard)
+		fmt.Sprint(workflows.OldestWriteVersion)}, io.Discard)
 	d := deploymentOptions(o)
 	if err != nil || !d.UseVersioning || d.Version.DeploymentName != "orderflow" || d.Version.BuildID != "b-7" ||
-		o.WorkflowVersion != workflows.PreviousReleaseVersion {
+		o.WorkflowVersion != workflows.OldestWriteVersion {
 		t.Errorf("versioned: %+v, %v", d, err)
 	}
 }

@@ -66,8 +66,7 @@ const recordEnv = "ORDERFLOW_RECORD_HISTORIES"
 
 // recordWriteEnv, when set, is the version of ChangeLocalActivities the
 // recording worker writes (workflows.WriteVersionProvider). The files of
-// testdata/w4-* were recorded so, by this code for the previous release
-// (0.1.0), whose code replays them too (TestPreviousReleaseReplays).
+// testdata/w4-* were recorded so, for 0.1.0, whose code replays them too.
 const recordWriteEnv = "ORDERFLOW_RECORD_WRITE_VERSION"
 
 // replayScenarios are the scenarios that must have at least one recorded

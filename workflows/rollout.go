@@ -7,22 +7,27 @@ import (
 	"go.temporal.io/sdk/workflow"
 )
 
-// Versions of ChangeLocalActivities a worker of this release may be told
-// to record in new runs (WriteVersionProvider): LatestVersion, the newest
-// this code replays, and PreviousReleaseVersion, the newest the previous
-// release (0.1.0) replays. A run records the version once, at its start,
-// and keeps its behaviour for its whole life.
+// Versions of ChangeLocalActivities. A run records the version once, at its
+// start, and keeps its behaviour for its whole life.
 const (
-	LatestVersion          = int(versionVerifyMemory)
-	PreviousReleaseVersion = int(versionLeanTasks)
+	// LatestVersion is the newest version this code replays and, by
+	// default, records.
+	LatestVersion = int(versionVerifyMemory)
+	// PreviousReleaseVersion is the newest version the previous release
+	// (CHANGELOG.md) replays: while it is below LatestVersion, a rollout
+	// that may be rolled back records it (WriteVersionProvider).
+	PreviousReleaseVersion = int(versionVerifyMemory)
+	// OldestWriteVersion is the oldest version new runs may be told to
+	// record: the newest 0.1.0 replays.
+	OldestWriteVersion = int(versionLeanTasks)
 )
 
 // CheckWriteVersion returns an error unless v is a version of
 // ChangeLocalActivities that new runs may record.
 func CheckWriteVersion(v int) error {
-	if v < PreviousReleaseVersion || v > LatestVersion {
-		return fmt.Errorf("workflow version %d: new runs record %d (the previous release replays it) to %d (the newest)",
-			v, PreviousReleaseVersion, LatestVersion)
+	if v < OldestWriteVersion || v > LatestVersion {
+		return fmt.Errorf("workflow version %d: new runs record %d (what 0.1.0 replays) to %d (the newest)",
+			v, OldestWriteVersion, LatestVersion)
 	}
 	return nil
 }

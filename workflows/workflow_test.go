@@ -1373,14 +1373,14 @@ func TestDuplicatesConfirmedWithoutReload(t *testing.T) {
 	}
 }
 
-// A worker told to record the previous release's version
-// (WriteVersionProvider) starts runs that behave as that release's: a
+// A worker told to record the oldest version it may (WriteVersionProvider,
+// what 0.1.0 replays) starts runs that behave as that release's: a
 // remembered duplicate is skipped without asking the database. Another
 // change ID still records its newest version.
-func TestWriteVersionProviderRecordsThePreviousVersion(t *testing.T) {
+func TestWriteVersionProviderRecordsAnOlderVersion(t *testing.T) {
 	h := newHarness(t, "WV-1")
 	h.env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: testDeadlockTimeout,
-		PreferredVersionProvider: WriteVersionProvider(PreviousReleaseVersion)})
+		PreferredVersionProvider: WriteVersionProvider(OldestWriteVersion)})
 	e := lifecycle("WV-1", 5000)
 	h.send(time.Second, e[0], e[1], e[1], e[2])
 	r := h.run(Input{Params: params()})

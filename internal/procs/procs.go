@@ -33,8 +33,15 @@ const DefaultReadyTimeout = 60 * time.Second
 // the binary, named after the last element of pkg. It builds without -race:
 // the binaries are the programs under test, not test code.
 func Build(ctx context.Context, pkg, dir string) (string, error) {
+	return BuildIn(ctx, "", pkg, dir)
+}
+
+// BuildIn is Build run in the module at src, such as a worktree of another
+// commit ("" is the current directory's).
+func BuildIn(ctx context.Context, src, pkg, dir string) (string, error) {
 	out := filepath.Join(dir, path.Base(pkg))
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
+	cmd.Dir = src
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
 	}
