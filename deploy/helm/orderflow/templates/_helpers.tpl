@@ -42,11 +42,51 @@ app.kubernetes.io/instance: {{ .ctx.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- end }}
 
+{{/*
+The worker builds to run, as a YAML list: one entry without a buildId for
+unversioned workers (without worker.versioning.deploymentName, or with
+worker.versioning.unversioned); with a deploymentName, one per build of
+worker.versioning.builds (or the chart's image tag alone), each with the
+suffix of its Deployment's name and its label.
+*/}}
+{{- define "orderflow.workerBuilds" -}}
+{{- $vv := .Values.worker.versioning | default dict }}
+{{- if or (not $vv.deploymentName) $vv.unversioned }}
+- suffix: ""
+{{- end }}
+{{- if $vv.deploymentName }}
+{{- $builds := $vv.builds | default (list (dict "buildId" (.Values.image.tag | default .Chart.AppVersion))) }}
+{{- $seen := dict }}
+{{- range $b := $builds }}
+{{- $label := regexReplaceAll "[^a-z0-9-]+" (lower $b.buildId) "-" | trunc 40 | trimAll "-" }}
+{{- if hasKey $seen $label }}
+{{- fail (printf "worker.versioning.builds: build IDs %q and %q make the same Deployment name" (get $seen $label) $b.buildId) }}
+{{- end }}
+{{- $_ := set $seen $label $b.buildId }}
+- suffix: {{ printf "-%s" $label | quote }}
+  label: {{ $label | quote }}
+  buildId: {{ $b.buildId | quote }}
+  tag: {{ $b.tag | default "" | quote }}
+  replicas: {{ $b.replicas | default 0 }}
+  workflowVersion: {{ $b.workflowVersion | default 0 }}
+{{- end }}
+{{- end }}
+{{- end }}
+
 {{- define "orderflow.image" -}}
 {{- if .Values.image.digest }}
 {{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
 {{- else }}
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
+{{- end }}
+{{- end }}
+
+{{/* An image of the chart's repository at tag, or the chart's image when tag is empty: include with (dict "ctx" $ "tag" "0.2.0"). */}}
+{{- define "orderflow.imageAt" -}}
+{{- if .tag }}
+{{- printf "%s:%s" .ctx.Values.image.repository .tag }}
+{{- else }}
+{{- include "orderflow.image" .ctx }}
 {{- end }}
 {{- end }}
 
