@@ -13,6 +13,7 @@ import (
 	"github.com/orderflow/orderflow/internal/testenv"
 	"github.com/orderflow/orderflow/migrations"
 	"github.com/orderflow/orderflow/scenario"
+	"github.com/orderflow/orderflow/workflows"
 )
 
 // TestPreviousReleaseOnTheNewestSchema runs the previous release's worker
@@ -20,9 +21,11 @@ import (
 // schema of this code, migrated one step further by an expand step of a
 // later release (a column and a table the previous release never heard
 // of), as after an upgrade that is rolled back, or while the previous
-// release's pods still run beside the new ones. An adversarial scenario
-// must settle with the independent checker's five invariants holding and
-// no workflow task failing. Then a contract step that removes what the
+// release's pods still run beside the new ones: this code's worker and
+// bridge join mid-stream (the worker recording the workflow version the
+// release replays), then the release's stop. An adversarial scenario must
+// settle with the independent checker's five invariants holding and no
+// workflow task failing. Then a contract step that removes what the
 // previous release needs (orderflow_schema.oldest_binary raised past its
 // schema) must stop that release's worker and bridge from starting, each
 // naming both ends of the window.
@@ -67,8 +70,35 @@ func TestPreviousReleaseOnTheNewestSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// This code's worker and bridge join mid-stream, as in an unversioned
+	// rolling update, recording the workflow version the previous release
+	// replays; then the previous release's stop.
+	thisWorker, thisBridge := buildBinaries(t)
+	env := pl.with(fmt.Sprintf("ORDERFLOW_WORKER_WORKFLOW_VERSION=%d", workflows.PreviousReleaseVersion))
+	newWorker := newProc(t, "worker-new", thisWorker, "ORDERFLOW_WORKER_METRICS_ADDR", env)
+	newBridge := newProc(t, "bridge-new", thisBridge, "ORDERFLOW_BRIDGE_METRICS_ADDR", pl.env)
+	t.Cleanup(func() {
+		stop(t, newBridge)
+		stop(t, newWorker)
+	})
 	producer := newProducer(t, namesrv, "previous", nil)
-	if err := scenario.Publish(ctx, producer, s.Messages, scenario.PublishOptions{Topic: pl.topic, Rate: 80}); err != nil {
+	pubDone := make(chan error, 1)
+	began := time.Now()
+	go func() {
+		pubDone <- scenario.Publish(ctx, producer, s.Messages, scenario.PublishOptions{Topic: pl.topic, Rate: 40})
+	}()
+	sleepCtx(ctx, time.Until(began.Add(8*time.Second)))
+	for _, p := range []*procs.Proc{newWorker, newBridge} {
+		if err := p.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("+%s: this code's worker and bridge joined", time.Since(began).Round(100*time.Millisecond))
+	sleepCtx(ctx, time.Until(began.Add(16*time.Second)))
+	stop(t, bridge)
+	stop(t, worker)
+	t.Logf("+%s: the previous release's worker and bridge stopped", time.Since(began).Round(100*time.Millisecond))
+	if err := <-pubDone; err != nil {
 		t.Fatalf("publish: %v", err)
 	}
 	report := settle(ctx, t, gdb, s.Expected.FirstPhase(), fmt.Sprintf("release %s on schema %d", rel.Name, expand))
@@ -76,17 +106,19 @@ func TestPreviousReleaseOnTheNewestSchema(t *testing.T) {
 	if h.failed != 0 {
 		t.Errorf("%d workflow tasks failed over %d runs, want none", h.failed, h.runs)
 	}
-	for name, p := range map[string]*procs.Proc{"worker": worker, "bridge": bridge} {
+	for name, p := range map[string]*procs.Proc{"the release's worker": worker, "the release's bridge": bridge,
+		"this code's worker": newWorker, "this code's bridge": newBridge} {
 		if x := p.Crashes(); len(x) > 0 {
-			t.Errorf("the release's %s crashed: %s", name, strings.Join(x, "; "))
+			t.Errorf("%s crashed: %s", name, strings.Join(x, "; "))
 		}
 	}
-	t.Logf("release %s (%s) on schema %d (this code's %d and an expand step), %d messages, %d runs, %d workflow task failures:\n%s",
-		rel.Name, rel.Commit, expand, latest, len(s.Messages), h.runs, h.failed, report)
+	t.Logf("release %s (%s) on schema %d (this code's %d and an expand step), then beside this code, then this code alone: "+
+		"%d messages, %d runs, %d workflow task failures (%d completions refused for a signal meanwhile):\n%s",
+		rel.Name, rel.Commit, expand, latest, len(s.Messages), h.runs, h.failed, h.refused, report)
 
 	// A contract step: binaries of a schema before it may no longer run.
-	stop(t, bridge)
-	stop(t, worker)
+	stop(t, newBridge)
+	stop(t, newWorker)
 	contract := expand + 1
 	laterStep(t, gdb, contract, fmt.Sprintf(`ALTER TABLE orders DROP COLUMN loyalty_tier;
 		UPDATE orderflow_schema SET oldest_binary = %d`, contract))
