@@ -9,6 +9,7 @@ package activities
 import (
 	"context"
 	"errors"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/temporal"
@@ -32,6 +33,10 @@ type Recorder interface {
 	// ObservePoints counts one points ledger row inserted, with its signed
 	// points.
 	ObservePoints(kind fsm.PointsKind, points int64)
+	// ObserveStoreToRow is, for an event whose business key this call
+	// recorded first, the time from the broker storing its message to the
+	// row's commit.
+	ObserveStoreToRow(d time.Duration)
 }
 
 // Activities holds the dependencies of orderflow's activities. Register it
@@ -103,6 +108,9 @@ func (a *Activities) ApplyEvent(ctx context.Context, in ApplyEventInput) (ApplyE
 			a.Metrics.ObserveOutcome(fsm.Duplicate)
 		} else {
 			a.Metrics.ObserveOutcome(res.Decision.Outcome)
+			if !src.StoredAt.IsZero() {
+				a.Metrics.ObserveStoreToRow(time.Since(src.StoredAt))
+			}
 		}
 	}
 	return res, nil

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/orderflow/orderflow/activities"
 	"github.com/orderflow/orderflow/api"
 	"github.com/orderflow/orderflow/fsm"
+	"github.com/orderflow/orderflow/wire"
 )
 
 func TestCancelAfterPayRefunds(t *testing.T) {
@@ -421,5 +423,26 @@ func TestAwardPointsTwiceOneRow(t *testing.T) {
 	}
 	if rec.rows[fsm.Purchase] != 1 || rec.rows[fsm.Refund] != 1 {
 		t.Errorf("metrics rows %v", rec.rows)
+	}
+}
+
+// The time from the broker's store to the row is observed once per
+// business key, when its row is written, from the message's store time;
+// a repeat, and an event whose message has no store time, observe none.
+func TestStoreToRowIsObservedOnce(t *testing.T) {
+	a, rec := newActivities(t)
+	id := orderID("store-to-row")
+	stored := time.Now().Add(-2 * time.Second)
+	in := activities.ApplyEventInput{Event: event(id, 1, fsm.Created, 100), Source: &wire.Envelope{Topic: testTopic, StoredAt: stored}}
+	for range 2 {
+		if _, err := a.ApplyEventAndAward(context.Background(), in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.ApplyEventAndAward(context.Background(), activities.ApplyEventInput{Event: event(id, 2, fsm.Paid, 100)}); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.toRow) != 1 || rec.toRow[0] < 2*time.Second || rec.toRow[0] > time.Minute {
+		t.Errorf("store-to-row observations %v, want one of about 2 s", rec.toRow)
 	}
 }

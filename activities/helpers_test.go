@@ -25,6 +25,13 @@ type recorder struct {
 	outcomes map[fsm.Outcome]int
 	points   map[fsm.PointsKind]int64
 	rows     map[fsm.PointsKind]int
+	toRow    []time.Duration
+}
+
+func (r *recorder) ObserveStoreToRow(d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.toRow = append(r.toRow, d)
 }
 
 func (r *recorder) ObserveOutcome(o fsm.Outcome) {

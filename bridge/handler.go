@@ -292,7 +292,11 @@ func (h *Handler) HandleBatch(ctx context.Context, msgs []*primitive.MessageExt)
 		h.metrics.messages.WithLabelValues(result).Inc()
 		h.metrics.handleSeconds.WithLabelValues(result).Observe(h.now().Sub(p.start).Seconds())
 		if result != ResultRetry && p.m.StoreTimestamp > 0 {
-			h.metrics.storeLatency.Observe(h.now().Sub(time.UnixMilli(p.m.StoreTimestamp)).Seconds())
+			stored := time.UnixMilli(p.m.StoreTimestamp)
+			h.metrics.storeLatency.Observe(h.now().Sub(stored).Seconds())
+			if p.m.BornTimestamp > 0 {
+				h.metrics.bornToStore.Observe(max(stored.Sub(time.UnixMilli(p.m.BornTimestamp)), 0).Seconds())
+			}
 		}
 	}
 	return err

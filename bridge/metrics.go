@@ -32,6 +32,7 @@ type Metrics struct {
 	attemptErrors *prometheus.CounterVec
 	eventLatency  prometheus.Histogram
 	storeLatency  prometheus.Histogram
+	bornToStore   prometheus.Histogram
 	handleSeconds *prometheus.HistogramVec
 }
 
@@ -69,6 +70,11 @@ func NewMetrics(reg prometheus.Registerer, c *ConsumerStats) (*Metrics, error) {
 			Help:    "Time from the broker storing a message to the bridge acking it (signalled, duplicate or parked).",
 			Buckets: latencyBuckets,
 		}),
+		bornToStore: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "orderflow_bridge_publish_to_store_seconds",
+			Help:    "Time from the producer's send (the message's born timestamp, on the producer's clock) to the broker storing it, for each message the bridge acks.",
+			Buckets: latencyBuckets,
+		}),
 		handleSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "orderflow_bridge_handle_seconds",
 			Help:    "Time the bridge spent on one message, by result.",
@@ -88,7 +94,7 @@ func NewMetrics(reg prometheus.Registerer, c *ConsumerStats) (*Metrics, error) {
 		m.attemptErrors.WithLabelValues(t)
 	}
 	collectors := []prometheus.Collector{m.messages, m.rejections, m.mismatches, m.attemptErrors,
-		m.eventLatency, m.storeLatency, m.handleSeconds, c}
+		m.eventLatency, m.storeLatency, m.bornToStore, m.handleSeconds, c}
 	for _, col := range collectors {
 		if err := reg.Register(col); err != nil {
 			return nil, err

@@ -110,6 +110,7 @@ func TestBridgeSignalsValidAndParksInvalid(t *testing.T) {
 		`orderflow_bridge_envelope_mismatch_total{field="tag"}`:         1,
 		`orderflow_bridge_event_latency_seconds_count`:                  signalled,
 		`orderflow_bridge_store_latency_seconds_count`:                  signalled + float64(len(bad)),
+		`orderflow_bridge_publish_to_store_seconds_count`:               signalled + float64(len(bad)),
 		`orderflow_bridge_in_flight`:                                    0,
 		fmt.Sprintf(`orderflow_bridge_consumer_lag{topic=%q}`, e.topic): 0, // everything is consumed
 	}

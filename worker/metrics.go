@@ -1,6 +1,8 @@
 package main
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/orderflow/orderflow/activities"
@@ -15,6 +17,7 @@ type metrics struct {
 	events     *prometheus.CounterVec
 	pointsRows *prometheus.CounterVec
 	points     *prometheus.CounterVec
+	storeToRow prometheus.Histogram
 }
 
 var _ activities.Recorder = (*metrics)(nil)
@@ -33,8 +36,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "orderflow_points_awarded_total",
 			Help: "Absolute points moved by inserted ledger rows, by kind (refunds take these back).",
 		}, []string{"kind"}),
+		storeToRow: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "orderflow_event_store_to_row_seconds",
+			Help:    "Time from the broker storing an event's message to the commit of its order_events row (the event's first delivery to reach the database).",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2.5, 15),
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.events, m.pointsRows, m.points} {
+	for _, c := range []prometheus.Collector{m.events, m.pointsRows, m.points, m.storeToRow} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -51,6 +59,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 
 // ObserveOutcome implements activities.Recorder.
 func (m *metrics) ObserveOutcome(o fsm.Outcome) { m.events.WithLabelValues(string(o)).Inc() }
+
+// ObserveStoreToRow implements activities.Recorder.
+func (m *metrics) ObserveStoreToRow(d time.Duration) { m.storeToRow.Observe(d.Seconds()) }
 
 // ObservePoints implements activities.Recorder.
 func (m *metrics) ObservePoints(k fsm.PointsKind, points int64) {
