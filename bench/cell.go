@@ -54,6 +54,9 @@ type cellConfig struct {
 	inspect func(ctx context.Context, r *cellResult) error
 	// noCost leaves the engine's work per event unmeasured (a sweep step).
 	noCost bool
+	// breakdown measures where the cell's keys spend their time, stage by
+	// stage (orderflow's steady cells at 0.5 and 0.9 × capacity).
+	breakdown bool
 }
 
 // cellResult is what one cell measured. Rates count distinct valid events
@@ -89,6 +92,10 @@ type cellResult struct {
 	CPU *cpuShare `json:",omitempty"`
 	// Cost is the engine's work per event; nil for a sweep step.
 	Cost *engineCost `json:",omitempty"`
+	// Breakdown is where a steady cell's keys spent their time from
+	// publish to row, stage by stage (orderflow's steady cells, not a
+	// sweep step's).
+	Breakdown []stageStat `json:",omitempty"`
 }
 
 // settleWait bounds the wait for a cell to settle.
@@ -124,7 +131,8 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 		return res, err
 	}
 	defer p.Close()
-	pub := &publisher{p: p, topic: topic, msgs: sc.Messages, sent: make([]time.Time, len(sc.Messages))}
+	pub := &publisher{p: p, topic: topic, msgs: sc.Messages, sent: make([]time.Time, len(sc.Messages)),
+		starts: make([]time.Time, len(sc.Messages))}
 	if cc.Offered <= 0 {
 		// A backlog: everything is in the broker before a consumer starts.
 		if err := pub.run(ctx, 0); err != nil {
@@ -193,20 +201,29 @@ func cellScenario(cc cellConfig, prefix, topic string) (sc *scenario.Scenario, e
 	return sc, nil
 }
 
-// publisher publishes a cell's messages and keeps when each send returned.
+// publisher publishes a cell's messages and keeps when each send began
+// (its last attempt) and returned.
 type publisher struct {
-	p     *mq.Producer
-	topic string
-	msgs  []scenario.Message
-	sent  []time.Time
-	took  time.Duration
+	p      *mq.Producer
+	topic  string
+	msgs   []scenario.Message
+	sent   []time.Time
+	starts []time.Time
+	began  time.Time // the current send's
+	took   time.Duration
+}
+
+// Publish sends m, noting when the send began.
+func (pub *publisher) Publish(ctx context.Context, m mq.Message) (mq.Receipt, error) {
+	pub.began = time.Now()
+	return pub.p.Publish(ctx, m)
 }
 
 // run publishes every message at rate messages/s (0: as fast as it can).
 func (pub *publisher) run(ctx context.Context, rate float64) error {
 	begin := time.Now()
-	err := scenario.Publish(ctx, pub.p, pub.msgs, scenario.PublishOptions{Topic: pub.topic, Rate: rate,
-		Progress: func(n int) { pub.sent[n-1] = time.Now() }})
+	err := scenario.Publish(ctx, pub, pub.msgs, scenario.PublishOptions{Topic: pub.topic, Rate: rate,
+		Progress: func(n int) { pub.sent[n-1], pub.starts[n-1] = time.Now(), pub.began }})
 	pub.took = time.Since(begin)
 	return err
 }
@@ -302,7 +319,10 @@ func (b *bench) openLatencies(ctx context.Context, db *database, pub *publisher,
 	}
 	res.P50, res.P99 = quantile(lat, 0.50), quantile(lat, 0.99)
 	res.Tail = max(last.Sub(pub.sent[len(pub.sent)-1]), 0)
-	return nil
+	if !res.Config.breakdown {
+		return nil
+	}
+	return b.measureBreakdown(ctx, pub.msgs, pub.starts, applied, res)
 }
 
 // startConsumers starts what consumes the cell's topic, the floor's

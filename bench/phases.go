@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -199,6 +200,7 @@ func (b *bench) sweep(ctx context.Context, name string, drain cellResult, start 
 	run := func(label string, offered float64, d time.Duration, cost bool) (cellResult, error) {
 		cc := b.cell(fmt.Sprintf("%s-%s-%.0f", name, label, offered), ordersFor(offered, d, perOrder), 0.2)
 		cc.Floor, cc.Offered, cc.noCost = drain.Config.Floor, offered, !cost
+		cc.breakdown = !cc.Floor && !strings.HasPrefix(label, "step")
 		cc.Seed += int64(offered)
 		r, err := b.runCell(ctx, cc)
 		if err != nil {
@@ -242,6 +244,15 @@ func (b *bench) sweep(ctx context.Context, name string, drain cellResult, start 
 	b.printf("capacity: %s %.1f events/s%s; at 0.5 x: p50 %s p99 %s; at 0.9 x: p50 %s p99 %s",
 		name, sr.Capacity, bound, ms(sr.Half.P50), ms(sr.Half.P99), ms(sr.Near.P50), ms(sr.Near.P99))
 	b.printf("cost:     %s at 0.9 x capacity %s", name, sr.Near.Cost)
+	for _, c := range []struct {
+		at string
+		r  *cellResult
+	}{{"0.5", sr.Half}, {"0.9", sr.Near}} {
+		if len(c.r.Breakdown) > 0 {
+			b.printf("stages:   %s at %s x capacity, from publish to row (%d keys of %d orders):%s",
+				name, c.at, c.r.Breakdown[0].Keys, breakdownSampleOrders, breakdownLines(c.r.Breakdown))
+		}
+	}
 	return sr, nil
 }
 
