@@ -21,6 +21,7 @@ import (
 
 	"github.com/orderflow/orderflow/api"
 	"github.com/orderflow/orderflow/check"
+	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/internal/procs"
 	"github.com/orderflow/orderflow/internal/uniq"
@@ -124,7 +125,7 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 		return res, err
 	}
 	defer p.Close()
-	pub := &publisher{p: p, topic: topic, msgs: sc.Messages, sent: make([]time.Time, len(sc.Messages))}
+	pub := &publisher{sendLog: newSendLog(sc.Messages), p: p, topic: topic}
 	if cc.Offered <= 0 {
 		// A backlog: everything is in the broker before a consumer starts.
 		if err := pub.run(ctx, 0); err != nil {
@@ -143,7 +144,11 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 	}
 	defer stop()
 	if cc.Offered > 0 {
-		if err := b.warmUp(ctx, p, topic, cc.Floor, db); err != nil {
+		publish := func(ctx context.Context, e fsm.Event) error {
+			_, err := p.PublishEvent(ctx, topic, e)
+			return err
+		}
+		if err := b.warmUp(ctx, publish, cc.Floor, db); err != nil {
 			return res, fmt.Errorf("%s: %w", cc.Name, err)
 		}
 		if err := pub.run(ctx, cc.Offered*float64(res.Messages)/float64(res.Events)); err != nil {
@@ -159,14 +164,17 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 			return res, fmt.Errorf("%s: engine work: %w", cc.Name, err)
 		}
 	}
-	return res, b.measure(ctx, db, pub, started, &res)
+	return res, b.measure(ctx, db, &pub.sendLog, started, &res)
 }
 
 // closeCell terminates the cell's workflows, once its consumers stopped,
-// and drops its database.
+// and drops its database, if it has one (nil: none).
 func (b *bench) closeCell(ctx context.Context, cc cellConfig, db *database) {
 	if err := b.closeWorkflows(context.WithoutCancel(ctx), cc, db); err != nil {
 		slog.Warn("bench: terminate the cell's workflows", "cell", cc.Name, "err", err)
+	}
+	if db == nil {
+		return
 	}
 	if err := db.Close(); err != nil {
 		slog.Warn("bench: drop database", "err", err)
@@ -193,13 +201,25 @@ func cellScenario(cc cellConfig, prefix, topic string) (sc *scenario.Scenario, e
 	return sc, nil
 }
 
+// sendLog is a cell's messages, in the order they are sent, when each was
+// sent (its publish returned, or its signal was sent: the direct floor)
+// and how long sending them all took.
+type sendLog struct {
+	msgs []scenario.Message
+	sent []time.Time
+	took time.Duration
+}
+
+// newSendLog is the log of msgs, none sent yet.
+func newSendLog(msgs []scenario.Message) sendLog {
+	return sendLog{msgs: msgs, sent: make([]time.Time, len(msgs))}
+}
+
 // publisher publishes a cell's messages and keeps when each send returned.
 type publisher struct {
+	sendLog
 	p     *mq.Producer
 	topic string
-	msgs  []scenario.Message
-	sent  []time.Time
-	took  time.Duration
 }
 
 // run publishes every message at rate messages/s (0: as fast as it can).
@@ -246,8 +266,8 @@ func (b *bench) settle(ctx context.Context, cc cellConfig, db *database, exp *sc
 }
 
 // measure computes the cell's rate, CPU use and, open-loop, latencies from
-// its effects.
-func (b *bench) measure(ctx context.Context, db *database, pub *publisher, started time.Time, res *cellResult) error {
+// its effects and when its messages were sent.
+func (b *bench) measure(ctx context.Context, db *database, pub *sendLog, started time.Time, res *cellResult) error {
 	var (
 		first, last time.Time
 		err         error
@@ -279,7 +299,7 @@ func (b *bench) measure(ctx context.Context, db *database, pub *publisher, start
 
 // openLatencies fills an open-loop cell's p50, p99 and tail from when its
 // keys were applied: their order_events rows, or the floor's receipts.
-func (b *bench) openLatencies(ctx context.Context, db *database, pub *publisher, res *cellResult) error {
+func (b *bench) openLatencies(ctx context.Context, db *database, pub *sendLog, res *cellResult) error {
 	applied := map[scenario.Key]time.Time{}
 	if res.Config.Floor {
 		applied = b.floor.applied()

@@ -48,7 +48,8 @@ type costCounters struct {
 
 // readCounters reads the action counter of namespace from the engine's
 // Prometheus endpoint, keeping the metrics in the file save when it is
-// named, and the cell database's statistics.
+// named, and the cell database's statistics (none when db is nil: a cell
+// without a database).
 func readCounters(ctx context.Context, metricsURL, namespace, save string, db *database) (costCounters, error) {
 	var c costCounters
 	text, err := get(ctx, metricsURL)
@@ -60,6 +61,9 @@ func readCounters(ctx context.Context, metricsURL, namespace, save string, db *d
 	}
 	if save != "" {
 		_ = os.WriteFile(save, []byte(text), 0o644)
+	}
+	if db == nil {
+		return c, nil
 	}
 	err = db.DB.WithContext(ctx).Raw(`SELECT xact_commit + xact_rollback, tup_inserted + tup_updated + tup_deleted
 		FROM pg_stat_database WHERE datname = current_database()`).Row().Scan(&c.xacts, &c.rows)
