@@ -30,6 +30,7 @@ import (
 
 // cellConfig is one measured run: a fresh scenario, topic, consumer group
 // and database, consumed by the bridge and orderflow's worker or the
+// engine's floor, or (Direct) a fresh scenario signalled straight to the
 // engine's floor. By default it drains a backlog, published before the
 // consumers start so that the rate is theirs; with Offered > 0 it is
 // open-loop: a warm-up event goes through, then the scenario is published
@@ -47,8 +48,14 @@ type cellConfig struct {
 	Offered float64 `json:",omitempty"`
 	// BridgeArgs are extra flags of this cell's bridge.
 	BridgeArgs []string `json:",omitempty"`
-	// Floor puts the engine's floor (floorWorkflow) behind the bridge.
-	Floor bool `json:",omitempty"`
+	// Floor puts the engine's floor (floorWorkflow) in place of
+	// orderflow's worker: behind the bridge (the pipeline floor) or, with
+	// Direct, signalled by the benchmark's own client (the direct floor,
+	// direct.go) with at most InFlight signals in flight, no broker, no
+	// bridge and no database.
+	Floor    bool `json:",omitempty"`
+	Direct   bool `json:",omitempty"`
+	InFlight int  `json:",omitempty"`
 	// generate, when set, builds the scenario instead of cellScenario.
 	generate func(prefix string) (*scenario.Scenario, error)
 	// inspect, when set, runs once the cell settled, its consumers running.
@@ -84,7 +91,8 @@ type cellResult struct {
 	Verified bool
 	// Hot is what the hot-order cell found in Temporal.
 	Hot *hotResult `json:",omitempty"`
-	// Signals counts the bridge's SignalWithStart requests, retries included.
+	// Signals counts the bridge's SignalWithStart requests, retries
+	// included, or the direct floor's client's.
 	Signals int `json:",omitempty"`
 	// CPU is the machine's CPU use by process group over Elapsed.
 	CPU *cpuShare `json:",omitempty"`
@@ -96,8 +104,12 @@ type cellResult struct {
 const settleWait = 8 * time.Minute
 
 // runCell runs one cell from a fresh topic, group, task queue and database
-// until every order settled, and checks the invariants.
+// until every order settled, and checks the invariants; a direct cell
+// runs with runDirectCell.
 func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) {
+	if cc.Direct {
+		return b.runDirectCell(ctx, cc)
+	}
 	res := cellResult{Config: cc, Prefix: uniq.Name("b")}
 	if cc.Floor {
 		b.floor = newFloorTracker(res.Prefix)
