@@ -135,7 +135,7 @@ func sweptEngine(name string, e2e float64) engineResult {
 }
 
 // TestDrawSweepChart: each engine's sweeps are drawn in its colour, the
-// floor's beside orderflow's; an engine without a sweep is an error.
+// floors' beside orderflow's; an engine without a sweep is an error.
 func TestDrawSweepChart(t *testing.T) {
 	draw := func(res results) image.Image {
 		t.Helper()
@@ -161,12 +161,16 @@ func TestDrawSweepChart(t *testing.T) {
 	if n := pixelsOf(two, engineColours[1]); n < 40 {
 		t.Errorf("the second engine's colour has %d pixels: its lines are missing", n)
 	}
-	noFloor := sweptEngine("dev", 200)
-	noFloor.FloorSweep = nil
-	with, without := pixelsOf(draw(results{Engines: []engineResult{sweptEngine("dev", 200)}}), engineColours[0]),
-		pixelsOf(draw(results{Engines: []engineResult{noFloor}}), engineColours[0])
-	if with < without+100 {
-		t.Errorf("%d pixels of the engine's colour with the floor's sweep, %d without: its curves are missing", with, without)
+	all := pixelsOf(draw(results{Engines: []engineResult{sweptEngine("dev", 200)}}), engineColours[0])
+	for floor, drop := range map[string]func(*engineResult){
+		"pipeline": func(er *engineResult) { er.FloorSweep = nil },
+		"direct":   func(er *engineResult) { er.DirectSweep = nil },
+	} {
+		er := sweptEngine("dev", 200)
+		drop(&er)
+		if without := pixelsOf(draw(results{Engines: []engineResult{er}}), engineColours[0]); all < without+100 {
+			t.Errorf("%d pixels of the engine's colour with the %s floor's sweep, %d without: its curves are missing", all, floor, without)
+		}
 	}
 	if err := drawSweepChart(filepath.Join(t.TempDir(), "c.png"), results{Engines: []engineResult{{Name: "server"}}}); err == nil {
 		t.Error("an engine without a sweep was drawn")
