@@ -142,8 +142,11 @@ deploy-check:
 ## bench: start the stack, then measure orderflow on two Temporal engines
 ## (a dev server and the Temporal server on PostgreSQL, each started by the
 ## benchmark beside the stack on ports of its own): backlog drains of
-## orderflow and of the engine's floor, duplicates, a hot order and a
-## capacity sweep of each; writes
-## bench/results/<date>-<commit>.json; 15 to 20 minutes (BENCHMARKS.md)
+## orderflow and of the pipeline floor (a no-op workflow behind the same
+## bridge), duplicates, a hot order and a capacity sweep of each, then the
+## engine's direct floor (the no-op workflow signalled directly), drained
+## and swept; writes bench/results/<date>-<commit>.json; 15 to 20 minutes
+## before the direct phase, which adds a drain and a sweep per engine
+## (BENCHMARKS.md)
 bench: up
 	cd bench && $(GO) run . $(BENCH_FLAGS)

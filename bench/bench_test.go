@@ -35,6 +35,8 @@ func TestParseRejectsBadFlags(t *testing.T) {
 		{"-phases", "e2e,capacity"},
 		{"-phases", "floor,open"}, // the sweeps start from the drains' rates
 		{"-phases", "e2e,open"},
+		{"-phases", "direct,open"}, // the direct floor is no drain of the pipeline's
+		{"-direct-in-flight", "0"},
 		{"extra"},
 	} {
 		if _, _, err := parse(args); err == nil {
@@ -49,11 +51,18 @@ func TestParseRejectsBadFlags(t *testing.T) {
 		o.hotEvents != 2000 || o.dupRate != 0.5 || o.dupOrders != 300 || o.resultsDir != "bench/results" {
 		t.Errorf("defaults: sweep %+v, hot events %d, dup rate %v on %d orders, results %q", o.sweep, o.hotEvents, o.dupRate, o.dupOrders, o.resultsDir)
 	}
-	if !slices.Equal(o.engines, []string{"dev", "server"}) || o.serverShards != 4 {
-		t.Errorf("defaults: engines %v, shards %d", o.engines, o.serverShards)
+	if !slices.Equal(o.engines, []string{"dev", "server"}) || o.serverShards != 4 || o.directInFlight != 64 {
+		t.Errorf("defaults: engines %v, shards %d, direct floor's signals in flight %d", o.engines, o.serverShards, o.directInFlight)
 	}
-	if want := []string{"e2e", "floor", "dup", "hot", "open"}; !slices.Equal(o.phases, want) {
+	if want := []string{"e2e", "floor", "dup", "hot", "open", "direct"}; !slices.Equal(o.phases, want) {
 		t.Errorf("default phases %v, want %v", o.phases, want)
+	}
+	// The direct floor needs no other phase; open comes before it, which
+	// starts its sweep from the pipeline floor's capacity.
+	for args, want := range map[string][]string{"direct": {"direct"}, "direct,open,floor,e2e": {"e2e", "floor", "open", "direct"}} {
+		if _, o, err := parse([]string{"-phases", args, "-direct-in-flight", "8"}); err != nil || !slices.Equal(o.phases, want) || o.directInFlight != 8 {
+			t.Errorf("-phases %s: %v, %d in flight, %v; want %v", args, o.phases, o.directInFlight, err, want)
+		}
 	}
 	// Phases run in their own order, engines in the flag's.
 	if _, o, err := parse([]string{"-phases", "floor, e2e", "-engines", " server , dev"}); err != nil ||
@@ -116,15 +125,17 @@ func sweepOf(capacity float64) *sweepResult {
 		Steps: []cellResult{cell(capacity/1.5, 300*time.Millisecond), cell(capacity, 800*time.Millisecond), cell(1.5*capacity, 9*time.Second)}}
 }
 
-// sweptEngine is an engine's result with e2e and floor drains and both
-// sweeps.
+// sweptEngine is an engine's result with e2e, pipeline floor and direct
+// floor drains and the three sweeps.
 func sweptEngine(name string, e2e float64) engineResult {
-	return engineResult{Name: name, E2E: cellResult{Rate: e2e}, Floor: &cellResult{Rate: 1.2 * e2e},
-		Sweep: sweepOf(0.4 * e2e), FloorSweep: sweepOf(0.5 * e2e), CapacityRatio: 0.8}
+	er := engineResult{Name: name, E2E: cellResult{Rate: e2e}, Floor: &cellResult{Rate: 1.2 * e2e}, Direct: &cellResult{Rate: 2 * e2e},
+		Sweep: sweepOf(0.4 * e2e), FloorSweep: sweepOf(0.45 * e2e), DirectSweep: sweepOf(0.5 * e2e)}
+	er.stageRatios()
+	return er
 }
 
 // TestDrawSweepChart: each engine's sweeps are drawn in its colour, the
-// floor's beside orderflow's; an engine without a sweep is an error.
+// floors' beside orderflow's; an engine without a sweep is an error.
 func TestDrawSweepChart(t *testing.T) {
 	draw := func(res results) image.Image {
 		t.Helper()
@@ -150,12 +161,16 @@ func TestDrawSweepChart(t *testing.T) {
 	if n := pixelsOf(two, engineColours[1]); n < 40 {
 		t.Errorf("the second engine's colour has %d pixels: its lines are missing", n)
 	}
-	noFloor := sweptEngine("dev", 200)
-	noFloor.FloorSweep = nil
-	with, without := pixelsOf(draw(results{Engines: []engineResult{sweptEngine("dev", 200)}}), engineColours[0]),
-		pixelsOf(draw(results{Engines: []engineResult{noFloor}}), engineColours[0])
-	if with < without+100 {
-		t.Errorf("%d pixels of the engine's colour with the floor's sweep, %d without: its curves are missing", with, without)
+	all := pixelsOf(draw(results{Engines: []engineResult{sweptEngine("dev", 200)}}), engineColours[0])
+	for floor, drop := range map[string]func(*engineResult){
+		"pipeline": func(er *engineResult) { er.FloorSweep = nil },
+		"direct":   func(er *engineResult) { er.DirectSweep = nil },
+	} {
+		er := sweptEngine("dev", 200)
+		drop(&er)
+		if without := pixelsOf(draw(results{Engines: []engineResult{er}}), engineColours[0]); all < without+100 {
+			t.Errorf("%d pixels of the engine's colour with the %s floor's sweep, %d without: its curves are missing", all, floor, without)
+		}
 	}
 	if err := drawSweepChart(filepath.Join(t.TempDir(), "c.png"), results{Engines: []engineResult{{Name: "server"}}}); err == nil {
 		t.Error("an engine without a sweep was drawn")
@@ -168,10 +183,12 @@ func TestSummaryLines(t *testing.T) {
 		Near: &cellResult{P99: 90 * time.Millisecond}}}
 	res := results{Engines: []engineResult{dev, server}}
 	got := summaryLines(res)
-	// What was not measured (the server's floor, its costs) is "-".
+	// floor is the direct floor's capacity, floor_ratio orderflow's
+	// capacity over it; what was not measured (the server's floors, its
+	// costs) is "-".
 	want := []string{
 		"orderflow bench [temporal=server]: e2e=150.2 floor=- floor_ratio=- capacity=61.0 p99_ms=90 actions_per_event=-",
-		"orderflow bench: e2e=100.0 floor=120.0 floor_ratio=0.80 capacity=40.0 p99_ms=700 actions_per_event=3.46",
+		"orderflow bench: e2e=100.0 floor=50.0 floor_ratio=0.80 capacity=40.0 p99_ms=700 actions_per_event=3.46",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("summary lines\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -188,6 +205,24 @@ func TestSummaryLines(t *testing.T) {
 	}
 }
 
+// TestStages: each stage's capacity and its share of the stages before,
+// "-" where a sweep is missing.
+func TestStages(t *testing.T) {
+	er := sweptEngine("dev", 100)
+	if er.CapacityRatio != 40/45.0 || er.DirectRatio != 0.8 || er.PipelineRatio != 0.9 {
+		t.Errorf("ratios: orderflow/pipeline %v, orderflow/direct %v, pipeline/direct %v", er.CapacityRatio, er.DirectRatio, er.PipelineRatio)
+	}
+	if got, want := describeStages(er), "direct floor capacity 50.0 events/s (the engine alone); pipeline floor capacity 45.0 = 0.90 x direct (+ RocketMQ and the bridge); orderflow capacity 40.0 = 0.89 x pipeline floor, 0.80 x direct floor (+ its workflow and SQL; the last line's floor_ratio)"; got != want {
+		t.Errorf("stages\n%s\nwant\n%s", got, want)
+	}
+	direct := engineResult{DirectSweep: sweepOf(70)}
+	direct.stageRatios()
+	if got := describeStages(direct); !strings.HasPrefix(got, "direct floor capacity 70.0 events/s (the engine alone); pipeline floor capacity - = - x direct") ||
+		direct.CapacityRatio != 0 || direct.DirectRatio != 0 || direct.PipelineRatio != 0 {
+		t.Errorf("the direct floor alone: %s (ratios %v, %v, %v)", got, direct.CapacityRatio, direct.DirectRatio, direct.PipelineRatio)
+	}
+}
+
 // TestWriteResults: a run's results file is named by its start (UTC) and
 // commit, and holds the results as JSON.
 func TestWriteResults(t *testing.T) {
@@ -200,7 +235,8 @@ func TestWriteResults(t *testing.T) {
 	}
 	var back results
 	if data, err := os.ReadFile(path); err != nil || json.Unmarshal(data, &back) != nil ||
-		back.Engines[0].FloorSweep.Near.Cost.Actions != 3.456 || back.Machine == "" {
+		back.Engines[0].FloorSweep.Near.Cost.Actions != 3.456 || back.Engines[0].DirectSweep.Capacity != 0.5*210.7 ||
+		back.Engines[0].DirectRatio != 0.8 || back.Machine == "" {
 		t.Errorf("read back %+v, %v", back, err)
 	}
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/orderflow/orderflow/api"
 	"github.com/orderflow/orderflow/check"
+	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/internal/procs"
 	"github.com/orderflow/orderflow/internal/uniq"
@@ -29,6 +30,7 @@ import (
 
 // cellConfig is one measured run: a fresh scenario, topic, consumer group
 // and database, consumed by the bridge and orderflow's worker or the
+// engine's floor, or (Direct) a fresh scenario signalled straight to the
 // engine's floor. By default it drains a backlog, published before the
 // consumers start so that the rate is theirs; with Offered > 0 it is
 // open-loop: a warm-up event goes through, then the scenario is published
@@ -46,8 +48,14 @@ type cellConfig struct {
 	Offered float64 `json:",omitempty"`
 	// BridgeArgs are extra flags of this cell's bridge.
 	BridgeArgs []string `json:",omitempty"`
-	// Floor puts the engine's floor (floorWorkflow) behind the bridge.
-	Floor bool `json:",omitempty"`
+	// Floor puts the engine's floor (floorWorkflow) in place of
+	// orderflow's worker: behind the bridge (the pipeline floor) or, with
+	// Direct, signalled by the benchmark's own client (the direct floor,
+	// direct.go) with at most InFlight signals in flight, no broker, no
+	// bridge and no database.
+	Floor    bool `json:",omitempty"`
+	Direct   bool `json:",omitempty"`
+	InFlight int  `json:",omitempty"`
 	// generate, when set, builds the scenario instead of cellScenario.
 	generate func(prefix string) (*scenario.Scenario, error)
 	// inspect, when set, runs once the cell settled, its consumers running.
@@ -86,7 +94,8 @@ type cellResult struct {
 	Verified bool
 	// Hot is what the hot-order cell found in Temporal.
 	Hot *hotResult `json:",omitempty"`
-	// Signals counts the bridge's SignalWithStart requests, retries included.
+	// Signals counts the bridge's SignalWithStart requests, retries
+	// included, or the direct floor's client's.
 	Signals int `json:",omitempty"`
 	// CPU is the machine's CPU use by process group over Elapsed.
 	CPU *cpuShare `json:",omitempty"`
@@ -102,8 +111,12 @@ type cellResult struct {
 const settleWait = 8 * time.Minute
 
 // runCell runs one cell from a fresh topic, group, task queue and database
-// until every order settled, and checks the invariants.
+// until every order settled, and checks the invariants; a direct cell
+// runs with runDirectCell.
 func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) {
+	if cc.Direct {
+		return b.runDirectCell(ctx, cc)
+	}
 	res := cellResult{Config: cc, Prefix: uniq.Name("b")}
 	if cc.Floor {
 		b.floor = newFloorTracker(res.Prefix)
@@ -131,8 +144,7 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 		return res, err
 	}
 	defer p.Close()
-	pub := &publisher{p: p, topic: topic, msgs: sc.Messages, sent: make([]time.Time, len(sc.Messages)),
-		starts: make([]time.Time, len(sc.Messages))}
+	pub := &publisher{sendLog: newSendLog(sc.Messages), p: p, topic: topic}
 	if cc.Offered <= 0 {
 		// A backlog: everything is in the broker before a consumer starts.
 		if err := pub.run(ctx, 0); err != nil {
@@ -151,7 +163,11 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 	}
 	defer stop()
 	if cc.Offered > 0 {
-		if err := b.warmUp(ctx, p, topic, cc.Floor, db); err != nil {
+		publish := func(ctx context.Context, e fsm.Event) error {
+			_, err := p.PublishEvent(ctx, topic, e)
+			return err
+		}
+		if err := b.warmUp(ctx, publish, cc.Floor, db); err != nil {
 			return res, fmt.Errorf("%s: %w", cc.Name, err)
 		}
 		if err := pub.run(ctx, cc.Offered*float64(res.Messages)/float64(res.Events)); err != nil {
@@ -167,14 +183,17 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 			return res, fmt.Errorf("%s: engine work: %w", cc.Name, err)
 		}
 	}
-	return res, b.measure(ctx, db, pub, started, &res)
+	return res, b.measure(ctx, db, &pub.sendLog, started, &res)
 }
 
 // closeCell terminates the cell's workflows, once its consumers stopped,
-// and drops its database.
+// and drops its database, if it has one (nil: none).
 func (b *bench) closeCell(ctx context.Context, cc cellConfig, db *database) {
 	if err := b.closeWorkflows(context.WithoutCancel(ctx), cc, db); err != nil {
 		slog.Warn("bench: terminate the cell's workflows", "cell", cc.Name, "err", err)
+	}
+	if db == nil {
+		return
 	}
 	if err := db.Close(); err != nil {
 		slog.Warn("bench: drop database", "err", err)
@@ -201,16 +220,29 @@ func cellScenario(cc cellConfig, prefix, topic string) (sc *scenario.Scenario, e
 	return sc, nil
 }
 
-// publisher publishes a cell's messages and keeps when each send began
-// (its last attempt) and returned.
-type publisher struct {
-	p      *mq.Producer
-	topic  string
+// sendLog is a cell's messages, in the order they are sent, when each was
+// sent (its publish returned, or its signal was sent: the direct floor),
+// when its send began (its last attempt; publishes only) and how long
+// sending them all took.
+type sendLog struct {
 	msgs   []scenario.Message
 	sent   []time.Time
 	starts []time.Time
-	began  time.Time // the current send's
 	took   time.Duration
+}
+
+// newSendLog is the log of msgs, none sent yet.
+func newSendLog(msgs []scenario.Message) sendLog {
+	return sendLog{msgs: msgs, sent: make([]time.Time, len(msgs)), starts: make([]time.Time, len(msgs))}
+}
+
+// publisher publishes a cell's messages and keeps when each send began
+// and returned.
+type publisher struct {
+	sendLog
+	p     *mq.Producer
+	topic string
+	began time.Time // the current send's
 }
 
 // Publish sends m, noting when the send began.
@@ -263,8 +295,8 @@ func (b *bench) settle(ctx context.Context, cc cellConfig, db *database, exp *sc
 }
 
 // measure computes the cell's rate, CPU use and, open-loop, latencies from
-// its effects.
-func (b *bench) measure(ctx context.Context, db *database, pub *publisher, started time.Time, res *cellResult) error {
+// its effects and when its messages were sent.
+func (b *bench) measure(ctx context.Context, db *database, pub *sendLog, started time.Time, res *cellResult) error {
 	var (
 		first, last time.Time
 		err         error
@@ -296,7 +328,7 @@ func (b *bench) measure(ctx context.Context, db *database, pub *publisher, start
 
 // openLatencies fills an open-loop cell's p50, p99 and tail from when its
 // keys were applied: their order_events rows, or the floor's receipts.
-func (b *bench) openLatencies(ctx context.Context, db *database, pub *publisher, res *cellResult) error {
+func (b *bench) openLatencies(ctx context.Context, db *database, pub *sendLog, res *cellResult) error {
 	applied := map[scenario.Key]time.Time{}
 	if res.Config.Floor {
 		applied = b.floor.applied()

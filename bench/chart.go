@@ -17,14 +17,14 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 )
 
-// series is one line of a panel, solid or dashed, with a dot at each
-// point unless Plain.
+// series is one line of a panel, solid, dashed or dotted, with a dot at
+// each point unless Plain.
 type series struct {
-	Label  string
-	Color  color.RGBA
-	Points plotter.XYs
-	Dashed bool
-	Plain  bool
+	Label          string
+	Color          color.RGBA
+	Points         plotter.XYs
+	Dashed, Dotted bool
+	Plain          bool
 }
 
 // black draws the reference lines; engineColours are the engines' colours,
@@ -36,7 +36,8 @@ var (
 
 // drawSweepChart plots, against the offered rate, each engine's capacity
 // sweeps (every step and the cells at 0.5 and 0.9 × the capacity), in the
-// engine's colour, orderflow solid and the floor dashed: the achieved rate
+// engine's colour, orderflow solid, the pipeline floor dashed and the
+// direct floor, when measured, dotted: the achieved rate
 // above (the offered rate itself dashed black), the p99 below on a log
 // scale with the 1 s goal.
 func drawSweepChart(path string, res results) error {
@@ -50,7 +51,7 @@ func drawSweepChart(path string, res results) error {
 		for _, sw := range []struct {
 			name string
 			s    *sweepResult
-		}{{"orderflow", er.Sweep}, {"floor", er.FloorSweep}} {
+		}{{"orderflow", er.Sweep}, {"pipeline floor", er.FloorSweep}, {"direct floor", er.DirectSweep}} {
 			if sw.s == nil {
 				continue
 			}
@@ -58,7 +59,7 @@ func drawSweepChart(path string, res results) error {
 			if sw.s.Capacity > 0 {
 				label += fmt.Sprintf(" (capacity %.0f)", sw.s.Capacity)
 			}
-			achieved := series{Label: label, Color: col, Dashed: sw.name == "floor"}
+			achieved := series{Label: label, Color: col, Dashed: sw.name == "pipeline floor", Dotted: sw.name == "direct floor"}
 			p99 := achieved
 			for _, r := range sw.s.points() {
 				x := r.Config.Offered
@@ -74,11 +75,11 @@ func drawSweepChart(path string, res results) error {
 	}
 	thr = append(thr, series{Label: "offered", Color: black, Dashed: true, Plain: true, Points: plotter.XYs{{X: lo, Y: lo}, {X: hi, Y: hi}}})
 	lat = append(lat, series{Label: "1 s goal", Color: black, Dashed: true, Plain: true, Points: plotter.XYs{{X: lo, Y: 1000}, {X: hi, Y: 1000}}})
-	top, err := panel("capacity sweeps by Temporal engine: orderflow solid, the engine's floor dashed", "achieved events/s", thr, false)
+	top, err := panel("capacity sweeps by Temporal engine: orderflow solid, pipeline floor dashed, direct floor dotted", "achieved events/s", thr, false)
 	if err != nil {
 		return err
 	}
-	bottom, err := panel("p99 from publish to applied (orderflow: order_events row; floor: received)", "ms (log scale)", lat, true)
+	bottom, err := panel("p99 from publish or signal to applied (orderflow: order_events row; floors: received)", "ms (log scale)", lat, true)
 	if err != nil {
 		return err
 	}
@@ -107,8 +108,11 @@ func panel(title, yLabel string, ss []series, logY bool) (*plot.Plot, error) {
 		}
 		l.Color, l.Width = s.Color, vg.Points(1.5)
 		thumbs := []plot.Thumbnailer{l}
-		if s.Dashed {
+		switch {
+		case s.Dashed:
 			l.Dashes = []vg.Length{vg.Points(6), vg.Points(4)}
+		case s.Dotted:
+			l.Dashes = []vg.Length{vg.Points(1.5), vg.Points(3)}
 		}
 		if !s.Plain {
 			sc, err := plotter.NewScatter(xys)

@@ -35,10 +35,15 @@ type engineCost struct {
 	PGRowsWritten  float64 `json:"pg_rows_written_per_event"`
 }
 
-// String is the cost's line of output.
+// String is the cost's line of output; a cell without a database (the
+// direct floor's) has no PostgreSQL figures.
 func (c engineCost) String() string {
-	return fmt.Sprintf("per event: %.2f actions (engine's counter), %.2f by Cloud's rules, %.2f workflow tasks, %.2f history events (histories of %d orders, %d events); PostgreSQL: %.2f transactions, %.2f rows written",
-		c.Actions, c.BilledActions, c.WorkflowTasks, c.HistoryEvents, c.SampleOrders, c.SampleEvents, c.PGTransactions, c.PGRowsWritten)
+	pg := fmt.Sprintf("%.2f transactions, %.2f rows written", c.PGTransactions, c.PGRowsWritten)
+	if c.PGTransactions == 0 && c.PGRowsWritten == 0 {
+		pg = "none (no database)"
+	}
+	return fmt.Sprintf("per event: %.2f actions (engine's counter), %.2f by Cloud's rules, %.2f workflow tasks, %.2f history events (histories of %d orders, %d events); PostgreSQL: %s",
+		c.Actions, c.BilledActions, c.WorkflowTasks, c.HistoryEvents, c.SampleOrders, c.SampleEvents, pg)
 }
 
 // costCounters are the cumulative counters a cell's cost is the delta of.
@@ -48,7 +53,8 @@ type costCounters struct {
 
 // readCounters reads the action counter of namespace from the engine's
 // Prometheus endpoint, keeping the metrics in the file save when it is
-// named, and the cell database's statistics.
+// named, and the cell database's statistics (none when db is nil: a cell
+// without a database).
 func readCounters(ctx context.Context, metricsURL, namespace, save string, db *database) (costCounters, error) {
 	var c costCounters
 	text, err := get(ctx, metricsURL)
@@ -60,6 +66,9 @@ func readCounters(ctx context.Context, metricsURL, namespace, save string, db *d
 	}
 	if save != "" {
 		_ = os.WriteFile(save, []byte(text), 0o644)
+	}
+	if db == nil {
+		return c, nil
 	}
 	err = db.DB.WithContext(ctx).Raw(`SELECT xact_commit + xact_rollback, tup_inserted + tup_updated + tup_deleted
 		FROM pg_stat_database WHERE datname = current_database()`).Row().Scan(&c.xacts, &c.rows)

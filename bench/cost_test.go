@@ -2,6 +2,7 @@ package main
 
 import (
 	"maps"
+	"strings"
 	"testing"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -65,5 +66,18 @@ func TestCostSample(t *testing.T) {
 	}
 	if got := costSample(msgs, 2); len(got) != 2 {
 		t.Errorf("a sample of 2: %v", got)
+	}
+}
+
+// TestCostString: the PostgreSQL figures of a cell with a database, none
+// for one without (the direct floor's).
+func TestCostString(t *testing.T) {
+	c := engineCost{Actions: 1.25, SampleOrders: 30, SampleEvents: 158}
+	if got := c.String(); !strings.HasSuffix(got, "PostgreSQL: none (no database)") || !strings.HasPrefix(got, "per event: 1.25 actions") {
+		t.Errorf("without a database: %s", got)
+	}
+	c.PGTransactions, c.PGRowsWritten = 3.66, 4.38
+	if got := c.String(); !strings.HasSuffix(got, "PostgreSQL: 3.66 transactions, 4.38 rows written") {
+		t.Errorf("with a database: %s", got)
 	}
 }

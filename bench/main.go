@@ -2,20 +2,28 @@
 // honest units, distinct events per second and publish-to-applied latency,
 // what BENCHMARKS.md reports and nothing else: on each Temporal engine
 // (-engines; each started afresh and stopped after its phases) the phases
-// of -phases:
+// of -phases, in this order:
 //
 //   - e2e: the scenario's backlog drained by the real bridge and worker;
-//   - floor: the same through the same bridge into a workflow that only
-//     receives its signals (floorWorkflow), the engine's floor;
+//   - floor: the same through the same broker and bridge into a workflow
+//     that only receives its signals (floorWorkflow): the pipeline floor;
 //   - dup: drains without duplicates and with 50%, run A B B A;
 //   - hot: one order receiving 2,000 events, continuing as new;
 //   - open: a capacity sweep of steady rates, for orderflow and for the
-//     floor, and the cells at 0.5 and 0.9 × each capacity (openloop.go).
+//     pipeline floor, and the cells at 0.5 and 0.9 × each capacity
+//     (openloop.go);
+//   - direct: the engine's direct floor (direct.go): the e2e scenario's
+//     messages signalled to floorWorkflow by the benchmark's own client,
+//     no broker and no bridge, at most -direct-in-flight signals in
+//     flight: as fast as that allows, then its capacity sweep the same
+//     way, and each stage's capacity (engine; + broker and bridge; +
+//     orderflow's workflow and SQL).
 //
-// Every cell ends with the invariants checked (the floor's: every event
+// Every cell ends with the invariants checked (the floors': every event
 // received) and, on Temporal, the engine's work per event. The run draws
 // the chart, writes bench/results/<date>-<commit>.json and ends with a
-// line per engine, the dev engine's last and untagged:
+// line per engine, the dev engine's last and untagged, floor being the
+// direct floor's capacity:
 //
 //	orderflow bench [temporal=server]: e2e=<events/s> floor=<events/s> floor_ratio=<capacity/floor capacity> capacity=<events/s> p99_ms=<p99 at 0.9 x capacity> actions_per_event=<at 0.9 x capacity>
 //
@@ -83,6 +91,8 @@ type options struct {
 	phases  []string
 	// serverShards is the server engine's history shards.
 	serverShards int
+	// directInFlight bounds the direct floor's signals in flight.
+	directInFlight int
 }
 
 func main() {
@@ -109,7 +119,7 @@ func chdirRoot() error {
 }
 
 // phaseNames are the phases of an engine, in the order they run.
-var phaseNames = []string{"e2e", "floor", "dup", "hot", "open"}
+var phaseNames = []string{"e2e", "floor", "dup", "hot", "open", "direct"}
 
 func parse(args []string) (config.Config, options, error) {
 	var (
@@ -124,20 +134,21 @@ func parse(args []string) (config.Config, options, error) {
 	cfg.RegisterRocketMQ(fs)
 	cfg.RegisterLog(fs)
 	bs := func(name, usage string) config.Setting { return config.Own("ORDERFLOW_BENCH_", name, usage) }
-	fs.Int(&o.orders, 1100, bs("orders", "orders of the e2e and floor drains (1100 orders make about 5,900 events)"))
+	fs.Int(&o.orders, 1100, bs("orders", "orders of the e2e, floor and direct drains (1100 orders make about 5,900 events)"))
 	fs.Int(&o.concurrency, 32, bs("concurrency", "bridge concurrency"))
 	fs.Int(&o.batch, 16, bs("batch-size", "messages per consumer callback; the bridge sends the events of one order in a callback in one signal"))
 	fs.Float(&o.dupRate, 0.5, bs("dup-rate", "share of the events sent twice in the duplicate scenario (compared with none)"))
 	fs.Int(&o.hotEvents, 2000, bs("hot-events", "events of the hot order (0 skips it)"))
 	fs.Int(&o.hotMaxEvents, 500, bs("hot-max-events", "the hot order's bridge continues its workflow as new after this many events (-workflow-max-events; 0: when Temporal suggests)"))
 	fs.Int(&o.dupOrders, 300, bs("dup-orders", "orders of each of the four duplicate drains (A B B A)"))
-	fs.Float(&o.sweep.Start, 0.3, bs("sweep-start", "orderflow's capacity sweep's first rate, as a share of its backlog drain's rate (the floor's starts at orderflow's capacity)"))
+	fs.Int(&o.directInFlight, 64, bs("direct-in-flight", "SignalWithStart requests the direct floor's client has in flight at most (an order's one at a time)"))
+	fs.Float(&o.sweep.Start, 0.3, bs("sweep-start", "orderflow's capacity sweep's first rate, as a share of its backlog drain's rate (the pipeline floor's starts at orderflow's capacity, the direct floor's at the pipeline floor's, else at this share of its own drain's rate)"))
 	fs.Float(&o.sweep.Factor, 1.5, bs("sweep-factor", "the capacity sweep's step up (or down while no step passed)"))
 	fs.Int(&o.sweep.MaxSteps, 5, bs("sweep-steps", "at most this many steps per sweep"))
 	fs.Duration(&o.sweep.Step, 15*time.Second, bs("sweep-step", "how long each step's rate is offered"))
 	fs.Duration(&o.sweep.Cell, 20*time.Second, bs("sweep-cell", "how long 0.5 and 0.9 x the capacity are offered"))
 	fs.String(&enginesFlag, "dev,server", bs("engines", "Temporal engines to measure on, in this order: dev, the dev server (SQLite, ports 7433, 7442 and 8433); server, the Temporal server on the stack's PostgreSQL (7333-7342 and 8333)"))
-	fs.String(&phasesFlag, strings.Join(phaseNames, ","), bs("phases", "phases run on each engine (open needs e2e and floor): "+strings.Join(phaseNames, ", ")))
+	fs.String(&phasesFlag, strings.Join(phaseNames, ","), bs("phases", "phases run on each engine, in this order whatever the flag's (open needs e2e and floor; direct needs none): "+strings.Join(phaseNames, ", ")))
 	fs.Int(&o.serverShards, 4, bs("server-shards", "history shards of the server engine"))
 	fs.Int(&seed, 42, bs("seed", "scenario seed"))
 	fs.String(&o.chart, "docs/bench-throughput.png", bs("chart", "PNG chart of the sweeps' throughput and p99 against the offered rate"))
@@ -195,7 +206,8 @@ func (o options) check() error {
 		return fmt.Errorf("-sweep-step and -sweep-cell must be at least 1s, got %s and %s", o.sweep.Step, o.sweep.Cell)
 	}
 	for name, v := range map[string]int{"orders": o.orders, "concurrency": o.concurrency,
-		"batch-size": o.batch, "server-shards": o.serverShards, "dup-orders": o.dupOrders, "sweep-steps": o.sweep.MaxSteps} {
+		"batch-size": o.batch, "server-shards": o.serverShards, "dup-orders": o.dupOrders, "sweep-steps": o.sweep.MaxSteps,
+		"direct-in-flight": o.directInFlight} {
 		if v < 1 {
 			return fmt.Errorf("-%s must be >= 1, got %d", name, v)
 		}
@@ -236,11 +248,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "building worker and bridge ...\n")
-	if b.workerBin, err = procs.Build(ctx, "github.com/orderflow/orderflow/worker", b.logDir); err != nil {
-		return err
-	}
-	if b.bridgeBin, err = procs.Build(ctx, "github.com/orderflow/orderflow/starter", b.logDir); err != nil {
+	if err := b.build(ctx); err != nil {
 		return err
 	}
 	b.cpu = startCPUSampler(ctx, 500*time.Millisecond)
@@ -253,6 +261,21 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		res.Engines = append(res.Engines, er)
 	}
 	return finish(res, o, out)
+}
+
+// build builds the worker and the bridge when a phase runs them: every
+// phase but direct.
+func (b *bench) build(ctx context.Context) error {
+	if !slices.ContainsFunc(b.o.phases, func(p string) bool { return p != "direct" }) {
+		return nil
+	}
+	fmt.Fprintf(b.out, "building worker and bridge ...\n")
+	var err error
+	if b.workerBin, err = procs.Build(ctx, "github.com/orderflow/orderflow/worker", b.logDir); err != nil {
+		return err
+	}
+	b.bridgeBin, err = procs.Build(ctx, "github.com/orderflow/orderflow/starter", b.logDir)
+	return err
 }
 
 // newBench checks that the stack's broker answers and makes the run's log
@@ -317,6 +340,8 @@ func finish(res results, o options, out io.Writer) error {
 
 // summaryLines are the last lines of a run: each engine's figures, the
 // reference engine's last and untagged, the others tagged with their name.
+// Its floor is the direct floor's capacity, and floor_ratio orderflow's
+// capacity over it.
 func summaryLines(res results) []string {
 	var out []string
 	var last string
@@ -325,12 +350,8 @@ func summaryLines(res results) []string {
 		if er.Name != referenceEngine {
 			tag = " [temporal=" + er.Name + "]"
 		}
-		var floor, capacity, p99, actions float64
-		if er.Floor != nil {
-			floor = er.Floor.Rate
-		}
+		var p99, actions float64
 		if s := er.Sweep; s != nil {
-			capacity = s.Capacity
 			if s.Near != nil {
 				p99 = float64(s.Near.P99) / float64(time.Millisecond)
 				if s.Near.Cost != nil {
@@ -339,7 +360,8 @@ func summaryLines(res results) []string {
 			}
 		}
 		l := fmt.Sprintf("orderflow bench%s: e2e=%s floor=%s floor_ratio=%s capacity=%s p99_ms=%s actions_per_event=%s",
-			tag, figure(er.E2E.Rate, 1), figure(floor, 1), figure(er.CapacityRatio, 2), figure(capacity, 1), figure(p99, 0), figure(actions, 2))
+			tag, figure(er.E2E.Rate, 1), figure(capacity(er.DirectSweep), 1), figure(er.DirectRatio, 2), figure(capacity(er.Sweep), 1),
+			figure(p99, 0), figure(actions, 2))
 		if er.Name == referenceEngine {
 			last = l
 		} else {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/orderflow/orderflow/fsm"
-	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/internal/uniq"
 	"github.com/orderflow/orderflow/scenario"
 )
@@ -106,13 +105,14 @@ func ordersFor(rate float64, d time.Duration, eventsPerOrder float64) int {
 // warmUpWait bounds the wait for the warm-up event.
 const warmUpWait = 2 * time.Minute
 
-// warmUp publishes one event of an order outside the scenario and waits
-// until it arrived, so that an open-loop cell does not time the start.
-func (b *bench) warmUp(ctx context.Context, p *mq.Producer, topic string, floor bool, db *database) error {
+// warmUp sends one event of an order outside the scenario with send (its
+// publish, or its signal) and waits until it arrived, so that an open-loop
+// cell does not time the start.
+func (b *bench) warmUp(ctx context.Context, send func(context.Context, fsm.Event) error, floor bool, db *database) error {
 	id := uniq.Name("warm")
 	e := fsm.Event{EventID: id + "-v1", OrderID: id, UserID: 1, Status: fsm.Created, Version: 1,
 		AmountCents: 100, OccurredAt: time.Now().UTC().Truncate(time.Microsecond)}
-	if _, err := p.PublishEvent(ctx, topic, e); err != nil {
+	if err := send(ctx, e); err != nil {
 		return fmt.Errorf("warm-up: %w", err)
 	}
 	for deadline := time.Now().Add(warmUpWait); time.Now().Before(deadline); {

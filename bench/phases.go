@@ -65,6 +65,8 @@ func (b *bench) runEngine(ctx context.Context, e *engine) (engineResult, error) 
 			err = eb.hot(ctx, &er)
 		case "open":
 			err = eb.openLoop(ctx, &er)
+		case "direct":
+			err = eb.directFloor(ctx, &er)
 		}
 		if err != nil {
 			return er, err
@@ -79,9 +81,9 @@ func (b *bench) runEngine(ctx context.Context, e *engine) (engineResult, error) 
 }
 
 // drain is orderflow draining the e2e backlog (phase e2e), or the
-// engine's floor draining it (phase floor): the same stream through the
-// same bridge into a workflow that only receives its signals, so that
-// orderflow/floor is orderflow's own overhead.
+// pipeline floor draining it (phase floor): the same stream through the
+// same broker and bridge into a workflow that only receives its signals,
+// so that orderflow/floor is orderflow's own overhead.
 func (b *bench) drain(ctx context.Context, er *engineResult, phase string) error {
 	cc := b.cell(phase, b.o.orders, 0.2)
 	cc.Floor = phase == "floor"
@@ -103,7 +105,7 @@ func (b *bench) drain(ctx context.Context, er *engineResult, phase string) error
 	b.printf("cost:     %s", r.Cost)
 	if er.E2E.Rate > 0 {
 		er.FloorRatio = er.E2E.Rate / r.Rate
-		b.printf("floor:    orderflow/floor = %.2f (distinct events/s, both draining a backlog of the same scenario)", er.FloorRatio)
+		b.printf("floor:    orderflow/pipeline floor = %.2f (distinct events/s, both draining a backlog of the same scenario)", er.FloorRatio)
 	}
 	return nil
 }
@@ -162,28 +164,64 @@ func (b *bench) hot(ctx context.Context, er *engineResult) error {
 }
 
 // openLoop is the capacity sweep of orderflow, from -sweep-start × its
-// drain's rate, then of the floor from orderflow's capacity (it does less
-// work), and the goals' verdicts.
+// drain's rate, then of the pipeline floor from orderflow's capacity (it
+// does less work), and the goals' verdicts.
 func (b *bench) openLoop(ctx context.Context, er *engineResult) error {
 	var err error
 	if er.Sweep, err = b.sweep(ctx, "orderflow", er.E2E, b.o.sweep.Start*er.E2E.Rate); err != nil {
 		return err
 	}
 	start := cmp.Or(er.Sweep.Capacity, b.o.sweep.Start*er.Floor.Rate)
-	if er.FloorSweep, err = b.sweep(ctx, "floor", *er.Floor, start); err != nil {
+	if er.FloorSweep, err = b.sweep(ctx, "pipeline floor", *er.Floor, start); err != nil {
 		return err
 	}
-	if er.Sweep.Capacity > 0 && er.FloorSweep.Capacity > 0 {
-		er.CapacityRatio = er.Sweep.Capacity / er.FloorSweep.Capacity
-	}
-	goal := func(name string, s *sweepResult) {
-		b.printf("goal:     %s p99 <= %s up to 0.9 x capacity: %s", name, ms(goalP99),
-			verdict(s.Near != nil && judge(*s.Half) == "" && judge(*s.Near) == ""))
-	}
-	goal("orderflow", er.Sweep)
-	goal("floor", er.FloorSweep)
-	b.printf("goal:     orderflow's capacity >= 0.9 x the floor's: %s (%s)", verdict(er.CapacityRatio >= 0.9), figure(er.CapacityRatio, 3))
+	er.stageRatios()
+	b.goal("orderflow", er.Sweep)
+	b.goal("pipeline floor", er.FloorSweep)
+	b.printf("goal:     orderflow's capacity >= 0.9 x the pipeline floor's: %s (%s)", verdict(er.CapacityRatio >= 0.9), figure(er.CapacityRatio, 3))
 	return nil
+}
+
+// directFloor is the engine's direct floor (direct.go): the e2e scenario
+// signalled by the benchmark's own client, no broker and no bridge, as
+// fast as -direct-in-flight signals in flight allow; then its capacity
+// sweep, from the pipeline floor's capacity when the open phase found one
+// (it does less work), else from -sweep-start × its drain's rate; then
+// each stage's capacity.
+func (b *bench) directFloor(ctx context.Context, er *engineResult) error {
+	r, err := b.runCell(ctx, directCell(b.cell("direct", b.o.orders, 0.2), b.o.directInFlight))
+	if err != nil {
+		return fmt.Errorf("direct: %w", err)
+	}
+	er.Direct = &r
+	b.printf("%-9s %s", "direct:", describeDrain(r))
+	b.printf("cost:     %s", r.Cost)
+	start := cmp.Or(capacity(er.FloorSweep), b.o.sweep.Start*r.Rate)
+	if er.DirectSweep, err = b.sweep(ctx, "direct floor", r, start); err != nil {
+		return err
+	}
+	er.stageRatios()
+	b.goal("direct floor", er.DirectSweep)
+	b.printf("floor:    %s", describeStages(*er))
+	return nil
+}
+
+// goal prints whether sweep s of name held p99 within the goal at 0.5
+// and 0.9 × its capacity.
+func (b *bench) goal(name string, s *sweepResult) {
+	b.printf("goal:     %s p99 <= %s up to 0.9 x capacity: %s", name, ms(goalP99),
+		verdict(s.Near != nil && judge(*s.Half) == "" && judge(*s.Near) == ""))
+}
+
+// describeStages is the line of each stage's capacity, events/s: the
+// engine alone (the direct floor), with the broker and the bridge in
+// front (the pipeline floor) and with orderflow's workflow and SQL
+// (orderflow), each as a share of the stages before; "-" where not
+// measured.
+func describeStages(er engineResult) string {
+	return fmt.Sprintf("direct floor capacity %s events/s (the engine alone); pipeline floor capacity %s = %s x direct (+ RocketMQ and the bridge); orderflow capacity %s = %s x pipeline floor, %s x direct floor (+ its workflow and SQL; the last line's floor_ratio)",
+		figure(capacity(er.DirectSweep), 1), figure(capacity(er.FloorSweep), 1), figure(er.PipelineRatio, 2),
+		figure(capacity(er.Sweep), 1), figure(er.CapacityRatio, 2), figure(er.DirectRatio, 2))
 }
 
 // verdict is a goal's word.
@@ -197,8 +235,12 @@ func verdict(reached bool) string {
 func (b *bench) sweep(ctx context.Context, name string, drain cellResult, start float64) (*sweepResult, error) {
 	plan := b.o.sweep
 	perOrder := float64(drain.Events) / float64(drain.Config.Orders)
+	id := strings.ReplaceAll(name, " ", "-")
 	run := func(label string, offered float64, d time.Duration, cost bool) (cellResult, error) {
-		cc := b.cell(fmt.Sprintf("%s-%s-%.0f", name, label, offered), ordersFor(offered, d, perOrder), 0.2)
+		cc := b.cell(fmt.Sprintf("%s-%s-%.0f", id, label, offered), ordersFor(offered, d, perOrder), 0.2)
+		if drain.Config.Direct {
+			cc = directCell(cc, drain.Config.InFlight)
+		}
 		cc.Floor, cc.Offered, cc.noCost = drain.Config.Floor, offered, !cost
 		cc.breakdown = !cc.Floor && !strings.HasPrefix(label, "step")
 		cc.Seed += int64(offered)
@@ -263,6 +305,11 @@ func ms(d time.Duration) string {
 
 // describeDrain is the line of a cell that drained a backlog.
 func describeDrain(r cellResult) string {
+	if r.Config.Direct {
+		return fmt.Sprintf("%d messages (%d distinct events, %d duplicates, %d orders) signalled by the benchmark's client, no broker, no bridge (at most %d signals in flight), to the floor's no-op workflow worker: received in %.1fs = %.1f events/s; %d signals; first receipt %.1fs after the first signal (sending took %.1fs)",
+			r.Messages, r.Events, r.Duplicates, r.Config.Orders, r.Config.InFlight,
+			r.Elapsed.Seconds(), r.Rate, r.Signals, r.Startup.Seconds(), r.Publish.Seconds())
+	}
 	consumer := "a worker process"
 	if r.Config.Floor {
 		consumer = "the floor's no-op workflow worker"

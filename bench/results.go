@@ -40,8 +40,9 @@ type engineResult struct {
 	// PhaseTook is how long each phase took.
 	PhaseTook map[string]string `json:"phase_took,omitempty"`
 	E2E       cellResult        `json:"e2e"`
-	// Floor is the engine's floor draining the e2e backlog, and
-	// FloorRatio e2e/floor.
+	// Floor is the pipeline floor (the engine's no-op workflow behind the
+	// broker and the bridge) draining the e2e backlog, and FloorRatio
+	// e2e/floor.
 	Floor      *cellResult `json:"floor,omitempty"`
 	FloorRatio float64     `json:"ratio_e2e_floor,omitempty"`
 	// NoDup and Dup are the drains without duplicates and with -dup-rate,
@@ -52,11 +53,43 @@ type engineResult struct {
 	DupRatio float64      `json:"ratio_dup_none,omitempty"`
 	Hot      *cellResult  `json:"hot_order,omitempty"`
 	// Sweep and FloorSweep are the capacity sweeps of orderflow and of
-	// the engine's floor, and CapacityRatio orderflow's capacity over the
-	// floor's.
+	// the pipeline floor, and CapacityRatio orderflow's capacity over the
+	// pipeline floor's.
 	Sweep         *sweepResult `json:"sweep,omitempty"`
 	FloorSweep    *sweepResult `json:"floor_sweep,omitempty"`
 	CapacityRatio float64      `json:"ratio_capacity_floor,omitempty"`
+	// Direct is the engine's direct floor (the no-op workflow signalled
+	// by the benchmark's client, no broker, no bridge) draining the e2e
+	// scenario, and DirectSweep its capacity sweep; DirectRatio is
+	// orderflow's capacity over the direct floor's (the last line's
+	// floor_ratio) and PipelineRatio the pipeline floor's over it.
+	Direct        *cellResult  `json:"direct_floor,omitempty"`
+	DirectSweep   *sweepResult `json:"direct_floor_sweep,omitempty"`
+	DirectRatio   float64      `json:"ratio_capacity_direct_floor,omitempty"`
+	PipelineRatio float64      `json:"ratio_pipeline_direct_floor,omitempty"`
+}
+
+// capacity is s's capacity, 0 when there is no sweep.
+func capacity(s *sweepResult) float64 {
+	if s == nil {
+		return 0
+	}
+	return s.Capacity
+}
+
+// stageRatios sets the ratios of the capacities measured (0 where either
+// is missing): orderflow's over the pipeline floor's and over the direct
+// floor's, and the pipeline floor's over the direct floor's.
+func (er *engineResult) stageRatios() {
+	ratio := func(a, b *sweepResult) float64 {
+		if capacity(a) == 0 || capacity(b) == 0 {
+			return 0
+		}
+		return a.Capacity / b.Capacity
+	}
+	er.CapacityRatio = ratio(er.Sweep, er.FloorSweep)
+	er.DirectRatio = ratio(er.Sweep, er.DirectSweep)
+	er.PipelineRatio = ratio(er.FloorSweep, er.DirectSweep)
 }
 
 // sweepResult is a capacity sweep: its steps in the order they ran, the
