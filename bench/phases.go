@@ -203,6 +203,9 @@ func (b *bench) directFloor(ctx context.Context, er *engineResult) error {
 	er.stageRatios()
 	b.goal("direct floor", er.DirectSweep)
 	b.printf("floor:    %s", describeStages(*er))
+	if er.DirectRatio > 0 {
+		b.printf("goal:     orderflow's capacity >= 0.9 x the engine's direct floor's: %s (%s)", verdict(er.DirectRatio >= 0.9), figure(er.DirectRatio, 3))
+	}
 	return nil
 }
 
