@@ -18,6 +18,7 @@ func TestParseRejectsBadFlags(t *testing.T) {
 		{"-orders", "0"},
 		{"-sweep-start", "0"},
 		{"-sweep-factor", "1"},
+		{"-sweep-bisections", "0"},
 		{"-sweep-steps", "0"},
 		{"-sweep-step", "0s"},
 		{"-sweep-cell", "0s"},
@@ -47,7 +48,7 @@ func TestParseRejectsBadFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (sweepPlan{Start: 0.3, Factor: 1.5, MaxSteps: 5, Step: 15 * time.Second, Cell: 20 * time.Second}); o.sweep != want ||
+	if want := (sweepPlan{Start: 0.3, Factor: 1.5, MaxSteps: 6, Bisections: 2, Step: 15 * time.Second, Cell: 20 * time.Second}); o.sweep != want ||
 		o.hotEvents != 2000 || o.dupRate != 0.5 || o.dupOrders != 300 || o.resultsDir != "bench/results" {
 		t.Errorf("defaults: sweep %+v, hot events %d, dup rate %v on %d orders, results %q", o.sweep, o.hotEvents, o.dupRate, o.dupOrders, o.resultsDir)
 	}

@@ -63,7 +63,8 @@ type cellConfig struct {
 	// noCost leaves the engine's work per event unmeasured (a sweep step).
 	noCost bool
 	// breakdown measures where the cell's keys spend their time, stage by
-	// stage (orderflow's steady cells at 0.5 and 0.9 × capacity).
+	// stage (orderflow's steady cells: sweep steps and the cells at 0.5
+	// and 0.9 × capacity).
 	breakdown bool
 }
 

@@ -26,12 +26,15 @@ const (
 )
 
 // sweepPlan is how a capacity sweep steps: from Start × the drain rate,
-// times Factor until a step fails, then one step between the last pass
-// and the first fail (the geometric mean), at most MaxSteps steps of Step
-// each; the cells at 0.5 and 0.9 × the capacity last Cell each.
+// times Factor until a step fails, then Bisections steps between the
+// highest pass and the lowest fail (their geometric mean; at least one),
+// at most MaxSteps steps of Step each; the cells at 0.5 and 0.9 × the
+// capacity last Cell each. The capacity it finds is within
+// Factor^(1/2^Bisections) of the rate where the goal starts to fail.
 type sweepPlan struct {
 	Start, Factor float64
 	MaxSteps      int
+	Bisections    int
 	Step, Cell    time.Duration
 }
 
@@ -59,7 +62,8 @@ func bounds(pts []sweepPoint) (pass, fail float64) {
 
 // next is the rate of the sweep's next step from start, or 0 when the
 // sweep is done: up by Factor while every step passed, down by it while
-// none did, then once between the last pass and the first fail.
+// none did, then between the highest pass and the lowest fail until they
+// are within the plan's resolution.
 func (p sweepPlan) next(start float64, pts []sweepPoint) float64 {
 	if len(pts) >= p.MaxSteps {
 		return 0
@@ -73,7 +77,7 @@ func (p sweepPlan) next(start float64, pts []sweepPoint) float64 {
 		return pts[len(pts)-1].Offered * p.Factor
 	case pass == 0:
 		return fail / p.Factor
-	case fail/pass > math.Sqrt(p.Factor)*1.001:
+	case fail/pass > math.Pow(p.Factor, 1/math.Exp2(float64(max(p.Bisections, 1))))*1.001:
 		return math.Sqrt(pass * fail)
 	}
 	return 0

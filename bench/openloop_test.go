@@ -39,6 +39,8 @@ func TestSweepSteps(t *testing.T) {
 		// Up from 10 by 2 until 80 fails, then once at sqrt(40*80).
 		{"up, refine passes", 60, 6, []float64{10, 20, 40, 80, 56.5685}, 56.5685},
 		{"up, refine fails", 50, 6, []float64{10, 20, 40, 80, 56.5685}, 40},
+		// Two bisections: once more between 56.57 and 80.
+		{"up, two bisections", 60, 7, []float64{10, 20, 40, 80, 56.5685, 67.2717}, 56.5685},
 		// The first step fails: down by 2 until one passes, then once between.
 		{"down", 4, 6, []float64{10, 5, 2.5, 3.5355}, 3.5355},
 		// Nothing fails within the step limit: the capacity is a lower bound.
@@ -49,6 +51,9 @@ func TestSweepSteps(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			p := plan
 			p.MaxSteps = c.maxSteps
+			if strings.Contains(c.name, "two bisections") {
+				p.Bisections = 2
+			}
 			var pts []sweepPoint
 			for r := p.next(10, nil); r > 0; r = p.next(10, pts) {
 				pts = append(pts, sweepPoint{Offered: r, Pass: r <= c.cap})

@@ -245,7 +245,7 @@ func (b *bench) sweep(ctx context.Context, name string, drain cellResult, start 
 			cc = directCell(cc, drain.Config.InFlight)
 		}
 		cc.Floor, cc.Offered, cc.noCost = drain.Config.Floor, offered, !cost
-		cc.breakdown = !cc.Floor && !strings.HasPrefix(label, "step")
+		cc.breakdown = !cc.Floor
 		cc.Seed += int64(offered)
 		r, err := b.runCell(ctx, cc)
 		if err != nil {
@@ -289,12 +289,21 @@ func (b *bench) sweep(ctx context.Context, name string, drain cellResult, start 
 	b.printf("capacity: %s %.1f events/s%s; at 0.5 x: p50 %s p99 %s; at 0.9 x: p50 %s p99 %s",
 		name, sr.Capacity, bound, ms(sr.Half.P50), ms(sr.Half.P99), ms(sr.Near.P50), ms(sr.Near.P99))
 	b.printf("cost:     %s at 0.9 x capacity %s", name, sr.Near.Cost)
-	for _, c := range []struct {
+	cells := []struct {
 		at string
 		r  *cellResult
-	}{{"0.5", sr.Half}, {"0.9", sr.Near}} {
+	}{{"0.5 x capacity", sr.Half}, {"0.9 x capacity", sr.Near}}
+	for i := range sr.Steps {
+		if s := &sr.Steps[i]; fail > 0 && s.Config.Offered == fail {
+			cells = append(cells, struct {
+				at string
+				r  *cellResult
+			}{fmt.Sprintf("%.1f events/s, the lowest rate that failed", fail), s})
+		}
+	}
+	for _, c := range cells {
 		if len(c.r.Breakdown) > 0 {
-			b.printf("stages:   %s at %s x capacity, from publish to row (%d keys of %d orders):%s",
+			b.printf("stages:   %s at %s, from publish to row (%d keys of %d orders):%s",
 				name, c.at, c.r.Breakdown[0].Keys, breakdownSampleOrders, breakdownLines(c.r.Breakdown))
 		}
 	}
