@@ -19,6 +19,9 @@ func TestParseRejectsBadFlags(t *testing.T) {
 		{"-sweep-start", "0"},
 		{"-sweep-factor", "1"},
 		{"-sweep-bisections", "0"},
+		{"-phases", "e2e,abba"},
+		{"-phases", "abba", "-abba-env", "ORDERFLOW_BRIDGE_DEDUP=false"},
+		{"-phases", "e2e,abba", "-abba-env", "NOVALUE"},
 		{"-sweep-steps", "0"},
 		{"-sweep-step", "0s"},
 		{"-sweep-cell", "0s"},
@@ -57,6 +60,10 @@ func TestParseRejectsBadFlags(t *testing.T) {
 	}
 	if want := []string{"e2e", "floor", "dup", "hot", "open", "direct"}; !slices.Equal(o.phases, want) {
 		t.Errorf("default phases %v, want %v", o.phases, want)
+	}
+	_, o, err = parse([]string{"-phases", "abba,e2e", "-abba-env", "A=1  B=x=y"})
+	if err != nil || !slices.Equal(o.phases, []string{"e2e", "abba"}) || !slices.Equal(o.abbaEnv, []string{"A=1", "B=x=y"}) {
+		t.Errorf("an experiment: phases %v, env %q, %v", o.phases, o.abbaEnv, err)
 	}
 	// The direct floor needs no other phase; open comes before it, which
 	// starts its sweep from the pipeline floor's capacity.

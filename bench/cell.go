@@ -48,6 +48,9 @@ type cellConfig struct {
 	Offered float64 `json:",omitempty"`
 	// BridgeArgs are extra flags of this cell's bridge.
 	BridgeArgs []string `json:",omitempty"`
+	// Env are variables added to the environment of this cell's worker and
+	// bridge (an A B B A experiment's B).
+	Env []string `json:",omitempty"`
 	// Floor puts the engine's floor (floorWorkflow) in place of
 	// orderflow's worker: behind the bridge (the pipeline floor) or, with
 	// Direct, signalled by the benchmark's own client (the direct floor,
@@ -375,7 +378,7 @@ func (b *bench) startConsumers(ctx context.Context, cc cellConfig, db *database,
 	if cc.Floor {
 		stopWorker, err = startFloorWorker(b.tc, tq, b.floor)
 	} else {
-		stopWorker, err = b.startProc(ctx, cc.Name+"-worker", b.workerBin, "ORDERFLOW_WORKER_METRICS_ADDR", common)
+		stopWorker, err = b.startProc(ctx, cc.Name+"-worker", b.workerBin, "ORDERFLOW_WORKER_METRICS_ADDR", common, cc.Env)
 	}
 	if err != nil {
 		return nil, started, err
@@ -384,7 +387,7 @@ func (b *bench) startConsumers(ctx context.Context, cc cellConfig, db *database,
 		"-rocketmq-namesrv", b.cfg.RocketMQNamesrv,
 		"-concurrency", strconv.Itoa(cc.Concurrency), "-batch-size", strconv.Itoa(cc.BatchSize))
 	started = time.Now()
-	stopBridge, err := b.startProc(ctx, cc.Name+"-bridge", b.bridgeBin, "ORDERFLOW_BRIDGE_METRICS_ADDR", append(args, cc.BridgeArgs...))
+	stopBridge, err := b.startProc(ctx, cc.Name+"-bridge", b.bridgeBin, "ORDERFLOW_BRIDGE_METRICS_ADDR", append(args, cc.BridgeArgs...), cc.Env)
 	if err != nil {
 		stopWorker()
 		return nil, started, err
@@ -392,10 +395,11 @@ func (b *bench) startConsumers(ctx context.Context, cc cellConfig, db *database,
 	return func() { stopBridge(); stopWorker() }, started, nil
 }
 
-// startProc runs bin with args, logging to logDir/name.log, its HTTP
-// endpoints on the free address it gets in addrEnv, until /readyz answers.
-func (b *bench) startProc(ctx context.Context, name, bin, addrEnv string, args []string) (stop func(), err error) {
-	p := procs.New(procs.Spec{Name: name, Path: bin, Args: args, Env: []string{"ORDERFLOW_LOG_LEVEL=warn"},
+// startProc runs bin with args and env added to its environment, logging
+// to logDir/name.log, its HTTP endpoints on the free address it gets in
+// addrEnv, until /readyz answers.
+func (b *bench) startProc(ctx context.Context, name, bin, addrEnv string, args, env []string) (stop func(), err error) {
+	p := procs.New(procs.Spec{Name: name, Path: bin, Args: args, Env: append([]string{"ORDERFLOW_LOG_LEVEL=warn"}, env...),
 		LogPath: filepath.Join(b.logDir, name+".log"), AddrEnv: addrEnv, Ready: "/readyz", ReadyTimeout: 90 * time.Second})
 	if err := p.Start(ctx); err != nil {
 		return nil, err

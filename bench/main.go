@@ -93,6 +93,9 @@ type options struct {
 	serverShards int
 	// directInFlight bounds the direct floor's signals in flight.
 	directInFlight int
+	// abbaEnv is what an A B B A experiment's B adds to the worker's and
+	// the bridge's environment.
+	abbaEnv []string
 }
 
 func main() {
@@ -119,7 +122,11 @@ func chdirRoot() error {
 }
 
 // phaseNames are the phases of an engine, in the order they run.
-var phaseNames = []string{"e2e", "floor", "dup", "hot", "open", "direct"}
+var phaseNames = []string{"e2e", "floor", "dup", "hot", "open", "direct", "abba"}
+
+// defaultPhases are the phases run when -phases is not given: all but the
+// experiment.
+var defaultPhases = phaseNames[:len(phaseNames)-1]
 
 func parse(args []string) (config.Config, options, error) {
 	var (
@@ -127,6 +134,7 @@ func parse(args []string) (config.Config, options, error) {
 		o                       options
 		seed                    int
 		enginesFlag, phasesFlag string
+		abbaFlag                string
 	)
 	fs := config.NewSet("bench", "Usage: make bench BENCH_FLAGS='[flags]'   (the benchmark of BENCHMARKS.md; paths are from the repository's root)", os.Stderr)
 	cfg.RegisterTemporal(fs)
@@ -149,7 +157,8 @@ func parse(args []string) (config.Config, options, error) {
 	fs.Duration(&o.sweep.Step, 15*time.Second, bs("sweep-step", "how long each step's rate is offered"))
 	fs.Duration(&o.sweep.Cell, 20*time.Second, bs("sweep-cell", "how long 0.5 and 0.9 x the capacity are offered"))
 	fs.String(&enginesFlag, "dev,server", bs("engines", "Temporal engines to measure on, in this order: dev, the dev server (SQLite, ports 7433, 7442 and 8433); server, the Temporal server on the stack's PostgreSQL (7333-7342 and 8333)"))
-	fs.String(&phasesFlag, strings.Join(phaseNames, ","), bs("phases", "phases run on each engine, in this order whatever the flag's (open needs e2e and floor; direct needs none): "+strings.Join(phaseNames, ", ")))
+	fs.String(&abbaFlag, "", bs("abba-env", "the abba phase's B: variables added to the worker's and the bridge's environment, KEY=VALUE separated by spaces"))
+	fs.String(&phasesFlag, strings.Join(defaultPhases, ","), bs("phases", "phases run on each engine, in this order whatever the flag's (open needs e2e and floor; abba, an experiment run only when named, needs e2e and -abba-env; direct needs none): "+strings.Join(phaseNames, ", ")))
 	fs.Int(&o.serverShards, 4, bs("server-shards", "history shards of the server engine"))
 	fs.Int(&seed, 42, bs("seed", "scenario seed"))
 	fs.String(&o.chart, "docs/bench-throughput.png", bs("chart", "PNG chart of the sweeps' throughput and p99 against the offered rate"))
@@ -174,6 +183,15 @@ func parse(args []string) (config.Config, options, error) {
 	slices.SortFunc(o.phases, func(a, b string) int { return slices.Index(phaseNames, a) - slices.Index(phaseNames, b) })
 	if slices.Contains(o.phases, "open") && !(slices.Contains(o.phases, "e2e") && slices.Contains(o.phases, "floor")) {
 		return cfg, o, errors.New("-phases: the open phase needs the e2e and floor phases")
+	}
+	o.abbaEnv = strings.Fields(abbaFlag)
+	for _, kv := range o.abbaEnv {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return cfg, o, fmt.Errorf("-abba-env: %q is not KEY=VALUE", kv)
+		}
+	}
+	if slices.Contains(o.phases, "abba") && (!slices.Contains(o.phases, "e2e") || len(o.abbaEnv) == 0) {
+		return cfg, o, errors.New("-phases: the abba phase needs the e2e phase and -abba-env")
 	}
 	return cfg, o, o.check()
 }

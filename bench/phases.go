@@ -67,6 +67,8 @@ func (b *bench) runEngine(ctx context.Context, e *engine) (engineResult, error) 
 			err = eb.openLoop(ctx, &er)
 		case "direct":
 			err = eb.directFloor(ctx, &er)
+		case "abba":
+			err = eb.abba(ctx, &er)
 		}
 		if err != nil {
 			return er, err
@@ -209,6 +211,40 @@ func (b *bench) directFloor(ctx context.Context, er *engineResult) error {
 	return nil
 }
 
+// abba is an experiment (phase abba): orderflow's capacity sweep four
+// times, A B B A, A as configured and B with -abba-env added to the
+// worker's and the bridge's environment, each from -sweep-start × the e2e
+// drain's rate; the ratio is of the means of each pair's capacities, so
+// that a drift of the machine over the four weighs on both alike.
+func (b *bench) abba(ctx context.Context, er *engineResult) error {
+	x := &abbaResult{Env: b.o.abbaEnv}
+	for i, variant := range []string{"A", "B", "B", "A"} {
+		drain := er.E2E
+		drain.Config.Env = nil
+		if variant == "B" {
+			drain.Config.Env = b.o.abbaEnv
+		}
+		s, err := b.sweep(ctx, fmt.Sprintf("abba-%d%s", i+1, variant), drain, b.o.sweep.Start*er.E2E.Rate)
+		if err != nil {
+			return err
+		}
+		if variant == "A" {
+			x.A = append(x.A, s)
+		} else {
+			x.B = append(x.B, s)
+		}
+	}
+	mean := func(ss []*sweepResult) float64 { return (capacity(ss[0]) + capacity(ss[1])) / 2 }
+	if a := mean(x.A); a > 0 {
+		x.Ratio = mean(x.B) / a
+	}
+	er.ABBA = x
+	b.printf("abba:     %s: capacity A %s, B %s, B %s, A %s events/s; B/A %s (means of the pairs)",
+		strings.Join(x.Env, " "), figure(capacity(x.A[0]), 1), figure(capacity(x.B[0]), 1), figure(capacity(x.B[1]), 1),
+		figure(capacity(x.A[1]), 1), figure(x.Ratio, 2))
+	return nil
+}
+
 // goal prints whether sweep s of name held p99 within the goal at 0.5
 // and 0.9 × its capacity.
 func (b *bench) goal(name string, s *sweepResult) {
@@ -244,7 +280,7 @@ func (b *bench) sweep(ctx context.Context, name string, drain cellResult, start 
 		if drain.Config.Direct {
 			cc = directCell(cc, drain.Config.InFlight)
 		}
-		cc.Floor, cc.Offered, cc.noCost = drain.Config.Floor, offered, !cost
+		cc.Floor, cc.Offered, cc.noCost, cc.Env = drain.Config.Floor, offered, !cost, drain.Config.Env
 		cc.breakdown = !cc.Floor
 		cc.Seed += int64(offered)
 		r, err := b.runCell(ctx, cc)

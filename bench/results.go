@@ -67,6 +67,18 @@ type engineResult struct {
 	DirectSweep   *sweepResult `json:"direct_floor_sweep,omitempty"`
 	DirectRatio   float64      `json:"ratio_capacity_direct_floor,omitempty"`
 	PipelineRatio float64      `json:"ratio_pipeline_direct_floor,omitempty"`
+	// ABBA is an experiment's four sweeps (phase abba).
+	ABBA *abbaResult `json:"abba,omitempty"`
+}
+
+// abbaResult is an A B B A experiment: the variables B adds, the sweeps
+// of each variant in the order they ran, and the mean of B's capacities
+// over the mean of A's.
+type abbaResult struct {
+	Env   []string       `json:"env"`
+	A     []*sweepResult `json:"a"`
+	B     []*sweepResult `json:"b"`
+	Ratio float64        `json:"ratio_b_a"`
 }
 
 // capacity is s's capacity, 0 when there is no sweep.
