@@ -112,7 +112,7 @@ test-bench:
 ## test-third-party: the tests of the patched RocketMQ client, a module of
 ## its own that ./... does not reach (no service needed)
 test-third-party:
-	cd third_party/rocketmq-client-go && $(GO) test $(RACE) -count=1 ./internal/utils ./primitive
+	cd third_party/rocketmq-client-go && $(GO) test $(RACE) -count=1 ./internal ./internal/remote ./internal/utils ./primitive
 
 ## test: bring the stack up, then vet and run every test against it
 test: up lint

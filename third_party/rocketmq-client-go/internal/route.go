@@ -165,6 +165,11 @@ func (s *namesrvs) UpdateTopicRouteInfoWithDefault(topic string, defaultTopic st
 	}
 
 	if changed {
+		// orderflow patch (change 7): the brokers' addresses first, then the route to the
+		// producers and consumers, which may send at once.
+		for _, brokerData := range routeData.BrokerDataList {
+			s.brokerAddressesMap.Store(brokerData.BrokerName, brokerData)
+		}
 		if s.bundleClient != nil {
 			s.bundleClient.producerMap.Range(func(key, value interface{}) bool {
 				p := value.(InnerProducer)
@@ -200,9 +205,6 @@ func (s *namesrvs) UpdateTopicRouteInfoWithDefault(topic string, defaultTopic st
 			rlog.LogKeyValueChangedFrom: oldRouteData,
 			rlog.LogKeyValueChangedTo:   routeData.String(),
 		})
-		for _, brokerData := range routeData.BrokerDataList {
-			s.brokerAddressesMap.Store(brokerData.BrokerName, brokerData)
-		}
 	}
 
 	return routeData.clone(), changed, nil
