@@ -145,8 +145,7 @@ deploy-check:
 ## orderflow and of the pipeline floor (a no-op workflow behind the same
 ## bridge), duplicates, a hot order and a capacity sweep of each, then the
 ## engine's direct floor (the no-op workflow signalled directly), drained
-## and swept; writes bench/results/<date>-<commit>.json; 15 to 20 minutes
-## before the direct phase, which adds a drain and a sweep per engine
+## and swept; writes bench/results/<date>-<commit>.json; about 30 minutes
 ## (BENCHMARKS.md)
 bench: up
 	cd bench && $(GO) run . $(BENCH_FLAGS)
