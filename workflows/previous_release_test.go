@@ -76,4 +76,3 @@ func TestPreviousReleaseReplays(t *testing.T) {
 }
 
 func tail(s string, n int) string { return s[max(0, len(s)-n):] }
-
