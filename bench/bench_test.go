@@ -248,3 +248,12 @@ func TestWriteResults(t *testing.T) {
 		t.Errorf("read back %+v, %v", back, err)
 	}
 }
+
+// An experiment's variables are printed and kept with secret values
+// redacted.
+func TestShownEnvRedactsSecrets(t *testing.T) {
+	got := shownEnv([]string{"ORDERFLOW_WORKER_WORKFLOW_POLLERS=8", "DATABASE_URL=postgres://u:hunter2@db/x", "REDIS_PASSWORD=hunter2"})
+	if got[0] != "ORDERFLOW_WORKER_WORKFLOW_POLLERS=8" || strings.Contains(strings.Join(got, " "), "hunter2") {
+		t.Errorf("shownEnv = %q, want the pollers as given and no password", got)
+	}
+}

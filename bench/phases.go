@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/orderflow/orderflow/config"
 	"github.com/orderflow/orderflow/internal/obs"
 	"github.com/orderflow/orderflow/scenario"
 )
@@ -217,7 +218,7 @@ func (b *bench) directFloor(ctx context.Context, er *engineResult) error {
 // drain's rate; the ratio is of the means of each pair's capacities, so
 // that a drift of the machine over the four weighs on both alike.
 func (b *bench) abba(ctx context.Context, er *engineResult) error {
-	x := &abbaResult{Env: b.o.abbaEnv}
+	x := &abbaResult{Env: shownEnv(b.o.abbaEnv)}
 	for i, variant := range []string{"A", "B", "B", "A"} {
 		drain := er.E2E
 		drain.Config.Env = nil
@@ -243,6 +244,23 @@ func (b *bench) abba(ctx context.Context, er *engineResult) error {
 		strings.Join(x.Env, " "), figure(capacity(x.A[0]), 1), figure(capacity(x.B[0]), 1), figure(capacity(x.B[1]), 1),
 		figure(capacity(x.A[1]), 1), figure(x.Ratio, 2))
 	return nil
+}
+
+// shownEnv is env fit to print and keep: the value of a variable whose
+// name suggests a secret (a URL, a password, a key, a token) redacted.
+func shownEnv(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		for _, w := range []string{"URL", "PASSWORD", "SECRET", "KEY", "TOKEN", "CREDENTIAL"} {
+			if strings.Contains(strings.ToUpper(k), w) {
+				v = config.Redact(v)
+				break
+			}
+		}
+		out = append(out, k+"="+v)
+	}
+	return out
 }
 
 // goal prints whether sweep s of name held p99 within the goal at 0.5

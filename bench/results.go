@@ -71,7 +71,8 @@ type engineResult struct {
 	ABBA *abbaResult `json:"abba,omitempty"`
 }
 
-// abbaResult is an A B B A experiment: the variables B adds, the sweeps
+// abbaResult is an A B B A experiment: the variables B adds (secrets
+// redacted), the sweeps
 // of each variant in the order they ran, and the mean of B's capacities
 // over the mean of A's.
 type abbaResult struct {
