@@ -28,26 +28,52 @@ const breakdownSampleOrders = 150
 // row was written (first_seen_at).
 type keyTimeline struct {
 	Sent, Stored, Signalled, Scheduled, Started, Completed, Row time.Time
+	// Queue is where the workflow task that handed the key to the workflow
+	// waited: queueFirst (a run's first task), queueSticky or queueNormal.
+	Queue string
 }
 
-// stage is one stretch of a key's path: its name and its duration.
+// The task queues a key's workflow task waits in, as keyTimeline.Queue.
+const (
+	// queueFirst is a run's first task, which goes to the task queue
+	// shared by all workers.
+	queueFirst = "a run's first task"
+	// queueSticky is the sticky queue of the worker that has the run in
+	// its cache.
+	queueSticky = "sticky queue"
+	// queueNormal is a later task on the shared task queue: the run was
+	// not in a worker's cache, or its sticky task timed out.
+	queueNormal = "shared queue, later task"
+)
+
+// stage is one stretch of a key's path: its name and its duration; with
+// queue, only of the keys whose task waited there.
 type stage struct {
-	Name string
-	of   func(keyTimeline) time.Duration
+	Name  string
+	of    func(keyTimeline) time.Duration
+	queue string
 }
 
 // stages are the stretches of the path from publish to row, in order; the
-// first five add up to the whole. "task execution" overlaps the last: it
-// is the whole workflow task, local activities included.
+// first five unindented ones add up to the whole. The indented ones split
+// "task scheduled → started" by the queue the task waited in. "task
+// execution" overlaps the last: it is the whole workflow task, local
+// activities included.
 var stages = []stage{
-	{"publish → broker store", func(k keyTimeline) time.Duration { return k.Stored.Sub(k.Sent) }},
-	{"store → signal recorded (broker to bridge, bridge's work)", func(k keyTimeline) time.Duration { return k.Signalled.Sub(k.Stored) }},
-	{"signal → workflow task scheduled", func(k keyTimeline) time.Duration { return max(k.Scheduled.Sub(k.Signalled), 0) }},
-	{"task scheduled → started", func(k keyTimeline) time.Duration { return k.Started.Sub(k.Scheduled) }},
-	{"task started → row", func(k keyTimeline) time.Duration { return k.Row.Sub(k.Started) }},
-	{"task execution (local activities included)", func(k keyTimeline) time.Duration { return k.Completed.Sub(k.Started) }},
-	{"publish → row", func(k keyTimeline) time.Duration { return k.Row.Sub(k.Sent) }},
+	{"publish → broker store", func(k keyTimeline) time.Duration { return k.Stored.Sub(k.Sent) }, ""},
+	{"store → signal recorded (broker to bridge, bridge's work)", func(k keyTimeline) time.Duration { return k.Signalled.Sub(k.Stored) }, ""},
+	{"signal → workflow task scheduled", func(k keyTimeline) time.Duration { return max(k.Scheduled.Sub(k.Signalled), 0) }, ""},
+	{"task scheduled → started", func(k keyTimeline) time.Duration { return k.Started.Sub(k.Scheduled) }, ""},
+	{"  " + queueFirst, waited, queueFirst},
+	{"  " + queueSticky, waited, queueSticky},
+	{"  " + queueNormal, waited, queueNormal},
+	{"task started → row", func(k keyTimeline) time.Duration { return k.Row.Sub(k.Started) }, ""},
+	{"task execution (local activities included)", func(k keyTimeline) time.Duration { return k.Completed.Sub(k.Started) }, ""},
+	{"publish → row", func(k keyTimeline) time.Duration { return k.Row.Sub(k.Sent) }, ""},
 }
+
+// waited is how long a key's task waited between scheduled and started.
+func waited(k keyTimeline) time.Duration { return k.Started.Sub(k.Scheduled) }
 
 // stageStat is one stage's p50 and p99 over the sampled keys.
 type stageStat struct {
@@ -58,7 +84,7 @@ type stageStat struct {
 
 // String is the stat as a line of output.
 func (s stageStat) String() string {
-	return fmt.Sprintf("%-58s p50 %7s  p99 %7s", s.Stage, ms(s.P50), ms(s.P99))
+	return fmt.Sprintf("%-58s p50 %7s  p99 %7s  keys %d", s.Stage, ms(s.P50), ms(s.P99), s.Keys)
 }
 
 // complete reports whether every time of the timeline is known.
@@ -83,7 +109,9 @@ func stageStats(tls map[scenario.Key]*keyTimeline) []stageStat {
 	for _, s := range stages {
 		d := make([]time.Duration, 0, len(done))
 		for _, k := range done {
-			d = append(d, s.of(k))
+			if s.queue == "" || s.queue == k.Queue {
+				d = append(d, s.of(k))
+			}
 		}
 		slices.Sort(d)
 		out = append(out, stageStat{Stage: s.Name, P50: quantile(d, 0.50), P99: quantile(d, 0.99), Keys: len(d)})
@@ -122,6 +150,7 @@ func historyTimelines(runs [][]*historypb.HistoryEvent, tls map[scenario.Key]*ke
 	var pending []*keyTimeline
 	for _, events := range runs {
 		scheduled := map[int64]time.Time{}
+		queue := map[int64]string{}
 		byTask := map[int64][]*keyTimeline{}
 		for _, e := range events {
 			at := e.GetEventTime().AsTime()
@@ -144,13 +173,22 @@ func historyTimelines(runs [][]*historypb.HistoryEvent, tls map[scenario.Key]*ke
 				}
 			case enumspb.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
 				scheduled[e.GetEventId()] = at
+				switch {
+				case len(scheduled) == 1:
+					queue[e.GetEventId()] = queueFirst
+				case e.GetWorkflowTaskScheduledEventAttributes().GetTaskQueue().GetKind() == enumspb.TASK_QUEUE_KIND_STICKY:
+					queue[e.GetEventId()] = queueSticky
+				default:
+					queue[e.GetEventId()] = queueNormal
+				}
 			case enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED:
-				sch, ok := scheduled[e.GetWorkflowTaskStartedEventAttributes().GetScheduledEventId()]
+				id := e.GetWorkflowTaskStartedEventAttributes().GetScheduledEventId()
+				sch, ok := scheduled[id]
 				if !ok {
 					continue
 				}
 				for _, k := range pending {
-					k.Scheduled, k.Started = sch, at
+					k.Scheduled, k.Started, k.Queue = sch, at, queue[id]
 				}
 				byTask[e.GetEventId()], pending = pending, nil
 			case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:

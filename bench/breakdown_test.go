@@ -6,6 +6,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/sdk/converter"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -44,6 +45,14 @@ func (h *historyBuilder) scheduled(ms int) int64 {
 	return h.add(ms, ev(enumspb.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED))
 }
 
+func (h *historyBuilder) scheduledSticky(ms int) int64 {
+	e := ev(enumspb.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED)
+	e.Attributes = &historypb.HistoryEvent_WorkflowTaskScheduledEventAttributes{
+		WorkflowTaskScheduledEventAttributes: &historypb.WorkflowTaskScheduledEventAttributes{
+			TaskQueue: &taskqueuepb.TaskQueue{Name: "sticky", Kind: enumspb.TASK_QUEUE_KIND_STICKY}}}
+	return h.add(ms, e)
+}
+
 func (h *historyBuilder) started(ms int, scheduled int64) int64 {
 	e := ev(enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED)
 	e.Attributes = &historypb.HistoryEvent_WorkflowTaskStartedEventAttributes{
@@ -61,8 +70,8 @@ func (h *historyBuilder) completed(ms int, started int64) {
 // TestHistoryTimelines builds an order's run by hand: v1 by SignalWithStart,
 // its task; v2 and v3 in one batch while a task runs, so they wait for the
 // next; a duplicate of v2 later, which changes nothing; v4 after a failed
-// task, timed by the task that handled it. Each key's stage times are the
-// ones the history was built with.
+// task, timed by the task that handled it. Each key's stage times and the
+// queue its task waited in are the ones the history was built with.
 func TestHistoryTimelines(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
@@ -76,7 +85,7 @@ func TestHistoryTimelines(t *testing.T) {
 	st1 := h.started(30, s1)
 	h.signal(t, 40, api.SignalEvents, workflows.Batch{Deliveries: []workflows.Delivery{d(2, 35), d(3, 36)}})
 	h.completed(50, st1)
-	s2 := h.scheduled(50)
+	s2 := h.scheduledSticky(50)
 	st2 := h.started(70, s2)
 	h.completed(90, st2)
 	h.signal(t, 100, api.SignalEvent, d(2, 98))
@@ -103,10 +112,10 @@ func TestHistoryTimelines(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[int64]keyTimeline{
-		1: {Stored: at(-5), Signalled: at(0), Scheduled: at(0), Started: at(30), Completed: at(50)},
-		2: {Stored: at(35), Signalled: at(40), Scheduled: at(50), Started: at(70), Completed: at(90)},
-		3: {Stored: at(36), Signalled: at(40), Scheduled: at(50), Started: at(70), Completed: at(90)},
-		4: {Stored: at(190), Signalled: at(200), Scheduled: at(300), Started: at(310), Completed: at(330)},
+		1: {Stored: at(-5), Signalled: at(0), Scheduled: at(0), Started: at(30), Completed: at(50), Queue: queueFirst},
+		2: {Stored: at(35), Signalled: at(40), Scheduled: at(50), Started: at(70), Completed: at(90), Queue: queueSticky},
+		3: {Stored: at(36), Signalled: at(40), Scheduled: at(50), Started: at(70), Completed: at(90), Queue: queueSticky},
+		4: {Stored: at(190), Signalled: at(200), Scheduled: at(300), Started: at(310), Completed: at(330), Queue: queueNormal},
 	}
 	for v, w := range want {
 		if got := *tls[key(v)]; got != w {
@@ -120,13 +129,17 @@ func TestHistoryTimelines(t *testing.T) {
 	tls = map[scenario.Key]*keyTimeline{key(2): &k, key(9): {Sent: at(0)}}
 	got := map[string]time.Duration{}
 	for _, s := range stageStats(tls) {
-		if s.Keys != 1 {
-			t.Errorf("%s over %d keys, want 1 (the incomplete one left out)", s.Stage, s.Keys)
+		want := 1 // the incomplete one left out
+		if s.Stage == "  "+queueFirst || s.Stage == "  "+queueNormal {
+			want = 0 // v2 waited in the sticky queue
+		}
+		if s.Keys != want {
+			t.Errorf("%s over %d keys, want %d", s.Stage, s.Keys, want)
 		}
 		got[s.Stage] = s.P99
 	}
 	for name, ms := range map[string]int{"publish → broker store": 5, "store → signal recorded (broker to bridge, bridge's work)": 5,
-		"signal → workflow task scheduled": 10, "task scheduled → started": 20, "task started → row": 10,
+		"signal → workflow task scheduled": 10, "task scheduled → started": 20, "  " + queueSticky: 20, "task started → row": 10,
 		"task execution (local activities included)": 20, "publish → row": 50} {
 		if got[name] != time.Duration(ms)*time.Millisecond {
 			t.Errorf("%s = %s, want %d ms", name, got[name], ms)
