@@ -36,6 +36,7 @@ type options struct {
 	MaxWorkflowTasks     int
 	ActivityPollers      int
 	WorkflowPollers      int
+	PollerAutoscaling    bool
 	StickyCacheSize      int
 	DBMaxOpenConns       int
 	ActivitiesPerSecond  float64
@@ -75,6 +76,9 @@ func parse(args []string, out io.Writer) (config.Config, options, error) {
 	s.Int(&o.MaxWorkflowTasks, 100, w("max-concurrent-workflow-tasks", "MAX_CONCURRENT_WORKFLOW_TASKS", "workflow tasks running at once (0: SDK default)"))
 	s.Int(&o.ActivityPollers, 4, w("activity-pollers", "ACTIVITY_POLLERS", "activity task pollers (0: SDK default)"))
 	s.Int(&o.WorkflowPollers, 4, w("workflow-pollers", "WORKFLOW_POLLERS", "workflow task pollers (0: SDK default)"))
+	s.Bool(&o.PollerAutoscaling, false, w("poller-autoscaling", "POLLER_AUTOSCALING",
+		"let the server's feedback scale each kind of poller between 1 and its -activity-pollers or -workflow-pollers "+
+			"(0: 100), keeping workflow polls on the shared task queue while the sticky one has a backlog; off: that many pollers, always"))
 	s.Int(&o.StickyCacheSize, 0, w("sticky-cache-size", "STICKY_CACHE_SIZE",
 		"workflow executions kept in the sticky cache, whose next task needs no replay of the history (0: SDK default, 10,000)"))
 	s.Int(&o.DBMaxOpenConns, 20, w("db-max-open-conns", "DB_MAX_OPEN_CONNS", "PostgreSQL connections at most"))
@@ -219,11 +223,9 @@ func serve(ctx context.Context, stop context.CancelFunc, cfg config.Config, o op
 		logger.Info("sticky workflow cache", "size", o.StickyCacheSize)
 	}
 	fatal := make(chan error, 1)
-	w := worker.New(tc, cfg.TaskQueue, worker.Options{
+	wo := worker.Options{
 		MaxConcurrentActivityExecutionSize:     o.MaxActivities,
 		MaxConcurrentWorkflowTaskExecutionSize: o.MaxWorkflowTasks,
-		MaxConcurrentActivityTaskPollers:       o.ActivityPollers,
-		MaxConcurrentWorkflowTaskPollers:       o.WorkflowPollers,
 		WorkerActivitiesPerSecond:              o.ActivitiesPerSecond,
 		WorkerStopTimeout:                      o.StopTimeout,
 		PreferredVersionProvider:               workflows.WriteVersionProvider(o.WorkflowVersion),
@@ -234,14 +236,16 @@ func serve(ctx context.Context, stop context.CancelFunc, cfg config.Config, o op
 			default:
 			}
 		},
-	})
+	}
+	setPollers(&wo, o)
+	w := worker.New(tc, cfg.TaskQueue, wo)
 	workflows.Register(w)
 	w.RegisterActivity(&activities.Activities{Store: db, Metrics: own, Topic: cfg.Topic})
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker on task queue %s: %w", cfg.TaskQueue, err)
 	}
 	logger.Info("worker polling", "task_queue", cfg.TaskQueue, "http", srv.Addr(), "workflow_version", o.WorkflowVersion,
-		"deployment", o.DeploymentName, "build_id", o.BuildID)
+		"deployment", o.DeploymentName, "build_id", o.BuildID, "poller_autoscaling", o.PollerAutoscaling)
 
 	var runErr error
 	select {
@@ -340,4 +344,22 @@ func buildCommit() string {
 		rev = rev[:12]
 	}
 	return rev
+}
+
+// setPollers sets how the worker polls: a fixed number of pollers of each
+// kind, or, with o.PollerAutoscaling, the SDK's poller autoscaling between
+// one and that number. Autoscaling matters to a steady stream: fixed
+// workflow pollers all turn to the worker's sticky queue while it reports
+// a backlog, so a new run's first task, which waits on the shared task
+// queue, waits until that backlog clears (docs/operating.md).
+func setPollers(wo *worker.Options, o options) {
+	if !o.PollerAutoscaling {
+		wo.MaxConcurrentActivityTaskPollers = o.ActivityPollers
+		wo.MaxConcurrentWorkflowTaskPollers = o.WorkflowPollers
+		return
+	}
+	wo.ActivityTaskPollerBehavior = worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{
+		MaximumNumberOfPollers: o.ActivityPollers})
+	wo.WorkflowTaskPollerBehavior = worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{
+		MaximumNumberOfPollers: o.WorkflowPollers})
 }

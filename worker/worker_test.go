@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/worker"
+
 	"github.com/orderflow/orderflow/api"
 	"github.com/orderflow/orderflow/internal/procs"
 	"github.com/orderflow/orderflow/internal/testenv"
@@ -409,6 +411,28 @@ func TestWorkerStickyCacheSize(t *testing.T) {
 	}
 }
 
+// TestWorkerPollerAutoscaling: a worker whose pollers scale settles a
+// scenario's orders, and says how it polls.
+func TestWorkerPollerAutoscaling(t *testing.T) {
+	const orders = 20
+	c := testenv.RequireTemporal(t)
+	db, dsn := testenv.NewDatabase(t)
+	tq := uniq.Name("wk-autoscale")
+	sc := workflowtest.Scenario(t, uniq.Name("wka"), orders, 13)
+	t.Cleanup(func() { workflowtest.TerminateAll(c, &sc.Expected, "test finished") })
+
+	w := startWorker(t, dsn, tq, "-poller-autoscaling", "-workflow-pollers", "8")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if err := workflowtest.DeliverAll(ctx, c, tq, workflows.DefaultParams(), sc.Messages, 4, nil); err != nil {
+		t.Fatalf("deliver: %v", err)
+	}
+	workflowtest.WaitSettled(t, db, sc.Expected.FirstPhase(), 100*time.Second)
+	if !strings.Contains(w.Output(), `"poller_autoscaling":true`) {
+		t.Errorf("the worker did not log that its pollers scale")
+	}
+}
+
 // metricSum adds the values of the samples of metric in Prometheus text.
 func metricSum(text, metric string) float64 {
 	var total float64
@@ -434,5 +458,37 @@ func TestParseMetricsAddrLoopback(t *testing.T) {
 	}
 	if o.MetricsAddr != "127.0.0.1:9090" {
 		t.Errorf("default metrics address %q, want 127.0.0.1:9090", o.MetricsAddr)
+	}
+}
+
+func TestParsePollerAutoscaling(t *testing.T) {
+	clearSettings(t)
+	_, o, err := parse(nil, io.Discard)
+	if err != nil || o.PollerAutoscaling {
+		t.Fatalf("default poller autoscaling %v (%v), want off", o.PollerAutoscaling, err)
+	}
+	t.Setenv("ORDERFLOW_WORKER_POLLER_AUTOSCALING", "true")
+	if _, o, err = parse(nil, io.Discard); err != nil || !o.PollerAutoscaling {
+		t.Errorf("from env: poller autoscaling %v (%v), want on", o.PollerAutoscaling, err)
+	}
+	if _, o, err = parse([]string{"-poller-autoscaling=false"}, io.Discard); err != nil || o.PollerAutoscaling {
+		t.Errorf("from the flag over env: poller autoscaling %v (%v), want off", o.PollerAutoscaling, err)
+	}
+}
+
+// TestSetPollers: fixed pollers set the SDK's maximums and no behaviour;
+// autoscaling sets both behaviours and no maximum (the SDK refuses both).
+func TestSetPollers(t *testing.T) {
+	var fixed worker.Options
+	setPollers(&fixed, options{ActivityPollers: 3, WorkflowPollers: 5})
+	if fixed.MaxConcurrentActivityTaskPollers != 3 || fixed.MaxConcurrentWorkflowTaskPollers != 5 ||
+		fixed.ActivityTaskPollerBehavior != nil || fixed.WorkflowTaskPollerBehavior != nil {
+		t.Errorf("fixed: %+v", fixed)
+	}
+	var scaled worker.Options
+	setPollers(&scaled, options{ActivityPollers: 3, WorkflowPollers: 5, PollerAutoscaling: true})
+	if scaled.MaxConcurrentActivityTaskPollers != 0 || scaled.MaxConcurrentWorkflowTaskPollers != 0 ||
+		scaled.ActivityTaskPollerBehavior == nil || scaled.WorkflowTaskPollerBehavior == nil {
+		t.Errorf("autoscaling: %+v", scaled)
 	}
 }
