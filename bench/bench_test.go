@@ -257,3 +257,17 @@ func TestShownEnvRedactsSecrets(t *testing.T) {
 		t.Errorf("shownEnv = %q, want the pollers as given and no password", got)
 	}
 }
+
+// TestBridgeTuningYieldsToTheExperiment: the cell's concurrency and batch
+// size go to the bridge as flags unless the cell's environment sets the
+// variable, which a flag would override.
+func TestBridgeTuningYieldsToTheExperiment(t *testing.T) {
+	cc := cellConfig{Concurrency: 32, BatchSize: 16}
+	if got, want := strings.Join(bridgeTuning(cc), " "), "-concurrency 32 -batch-size 16"; got != want {
+		t.Errorf("no variables: %q, want %q", got, want)
+	}
+	cc.Env = []string{"ORDERFLOW_BRIDGE_CONCURRENCY=64", "ORDERFLOW_BRIDGE_BATCH_SIZE_X=1"}
+	if got, want := strings.Join(bridgeTuning(cc), " "), "-batch-size 16"; got != want {
+		t.Errorf("concurrency set by the experiment: %q, want %q", got, want)
+	}
+}

@@ -384,8 +384,8 @@ func (b *bench) startConsumers(ctx context.Context, cc cellConfig, db *database,
 		return nil, started, err
 	}
 	args := append(slices.Clone(common), "-topic", topic, "-consumer-group", uniq.Name("bench-group"),
-		"-rocketmq-namesrv", b.cfg.RocketMQNamesrv,
-		"-concurrency", strconv.Itoa(cc.Concurrency), "-batch-size", strconv.Itoa(cc.BatchSize))
+		"-rocketmq-namesrv", b.cfg.RocketMQNamesrv)
+	args = append(args, bridgeTuning(cc)...)
 	started = time.Now()
 	stopBridge, err := b.startProc(ctx, cc.Name+"-bridge", b.bridgeBin, "ORDERFLOW_BRIDGE_METRICS_ADDR", append(args, cc.BridgeArgs...), cc.Env)
 	if err != nil {
@@ -490,4 +490,23 @@ func (b *bench) cellOrders(ctx context.Context, floor bool, db *database) ([]str
 	var ids []string
 	err := db.DB.WithContext(ctx).Raw(`SELECT DISTINCT order_id FROM order_events`).Scan(&ids).Error
 	return ids, err
+}
+
+// bridgeTuning is the bridge's -concurrency and -batch-size of the cell,
+// each left out when the cell's environment sets its variable (an A B B
+// A experiment's B), so that the variable takes effect.
+func bridgeTuning(cc cellConfig) []string {
+	var args []string
+	for _, f := range []struct {
+		flag, env string
+		v         int
+	}{
+		{"-concurrency", "ORDERFLOW_BRIDGE_CONCURRENCY", cc.Concurrency},
+		{"-batch-size", "ORDERFLOW_BRIDGE_BATCH_SIZE", cc.BatchSize},
+	} {
+		if !slices.ContainsFunc(cc.Env, func(kv string) bool { return strings.HasPrefix(kv, f.env+"=") }) {
+			args = append(args, f.flag, strconv.Itoa(f.v))
+		}
+	}
+	return args
 }

@@ -157,7 +157,8 @@ func parse(args []string) (config.Config, options, error) {
 	fs.Duration(&o.sweep.Step, 15*time.Second, bs("sweep-step", "how long each step's rate is offered"))
 	fs.Duration(&o.sweep.Cell, 20*time.Second, bs("sweep-cell", "how long 0.5 and 0.9 x the capacity are offered"))
 	fs.String(&enginesFlag, "dev,server", bs("engines", "Temporal engines to measure on, in this order: dev, the dev server (SQLite, ports 7433, 7442 and 8433); server, the Temporal server on the stack's PostgreSQL (7333-7342 and 8333)"))
-	fs.String(&abbaFlag, "", bs("abba-env", "the abba phase's B: variables added to the worker's and the bridge's environment, KEY=VALUE separated by spaces"))
+	fs.String(&abbaFlag, "", bs("abba-env", "the abba phase's B: variables added to the worker's and the bridge's environment, KEY=VALUE separated by spaces "+
+		"(ORDERFLOW_BRIDGE_CONCURRENCY and ORDERFLOW_BRIDGE_BATCH_SIZE replace -concurrency and -batch-size)"))
 	fs.String(&phasesFlag, strings.Join(defaultPhases, ","), bs("phases", "phases run on each engine, in this order whatever the flag's (open needs e2e and floor; abba, an experiment run only when named, needs e2e and -abba-env; direct needs none): "+strings.Join(phaseNames, ", ")))
 	fs.Int(&o.serverShards, 4, bs("server-shards", "history shards of the server engine"))
 	fs.Int(&seed, 42, bs("seed", "scenario seed"))
