@@ -63,7 +63,7 @@ var stages = []stage{
 	{"publish → broker store", func(k keyTimeline) time.Duration { return k.Stored.Sub(k.Sent) }, ""},
 	{"store → signal recorded (broker to bridge, bridge's work)", func(k keyTimeline) time.Duration { return k.Signalled.Sub(k.Stored) }, ""},
 	{"signal → workflow task scheduled", func(k keyTimeline) time.Duration { return max(k.Scheduled.Sub(k.Signalled), 0) }, ""},
-	{"task scheduled → started", func(k keyTimeline) time.Duration { return k.Started.Sub(k.Scheduled) }, ""},
+	{"task scheduled → started", waited, ""},
 	{"  " + queueFirst, waited, queueFirst},
 	{"  " + queueSticky, waited, queueSticky},
 	{"  " + queueNormal, waited, queueNormal},
@@ -149,8 +149,13 @@ func signalKeys(a *historypb.WorkflowExecutionSignaledEventAttributes) ([]workfl
 func historyTimelines(runs [][]*historypb.HistoryEvent, tls map[scenario.Key]*keyTimeline) error {
 	var pending []*keyTimeline
 	for _, events := range runs {
-		scheduled := map[int64]time.Time{}
-		queue := map[int64]string{}
+		// scheduled is when each workflow task was scheduled, and in which
+		// queue, by its scheduled event's ID.
+		type task struct {
+			at    time.Time
+			queue string
+		}
+		scheduled := map[int64]task{}
 		byTask := map[int64][]*keyTimeline{}
 		for _, e := range events {
 			at := e.GetEventTime().AsTime()
@@ -172,23 +177,21 @@ func historyTimelines(runs [][]*historypb.HistoryEvent, tls map[scenario.Key]*ke
 					pending = append(pending, k)
 				}
 			case enumspb.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
-				scheduled[e.GetEventId()] = at
+				q := queueNormal
 				switch {
-				case len(scheduled) == 1:
-					queue[e.GetEventId()] = queueFirst
+				case len(scheduled) == 0:
+					q = queueFirst
 				case e.GetWorkflowTaskScheduledEventAttributes().GetTaskQueue().GetKind() == enumspb.TASK_QUEUE_KIND_STICKY:
-					queue[e.GetEventId()] = queueSticky
-				default:
-					queue[e.GetEventId()] = queueNormal
+					q = queueSticky
 				}
+				scheduled[e.GetEventId()] = task{at, q}
 			case enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED:
-				id := e.GetWorkflowTaskStartedEventAttributes().GetScheduledEventId()
-				sch, ok := scheduled[id]
+				sch, ok := scheduled[e.GetWorkflowTaskStartedEventAttributes().GetScheduledEventId()]
 				if !ok {
 					continue
 				}
 				for _, k := range pending {
-					k.Scheduled, k.Started, k.Queue = sch, at, queue[id]
+					k.Scheduled, k.Started, k.Queue = sch.at, at, sch.queue
 				}
 				byTask[e.GetEventId()], pending = pending, nil
 			case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:

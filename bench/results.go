@@ -72,9 +72,8 @@ type engineResult struct {
 }
 
 // abbaResult is an A B B A experiment: the variables B adds (secrets
-// redacted), the sweeps
-// of each variant in the order they ran, and the mean of B's capacities
-// over the mean of A's.
+// redacted), the sweeps of each variant in the order they ran, and the
+// mean of B's capacities over the mean of A's.
 type abbaResult struct {
 	Env   []string       `json:"env"`
 	A     []*sweepResult `json:"a"`
