@@ -145,7 +145,7 @@ deploy-check:
 ## orderflow and of the pipeline floor (a no-op workflow behind the same
 ## bridge), duplicates, a hot order and a capacity sweep of each, then the
 ## engine's direct floor (the no-op workflow signalled directly), drained
-## and swept; writes bench/results/<date>-<commit>.json; about 30 minutes
+## and swept; writes bench/results/<date>-<commit>.json; 25 to 30 minutes
 ## (BENCHMARKS.md)
 bench: up
 	cd bench && $(GO) run . $(BENCH_FLAGS)
