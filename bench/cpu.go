@@ -155,3 +155,23 @@ func (c *cpuSampler) Window(from, to time.Time) (cpuShare, bool) {
 	}
 	return shareBetween(c.samples[a], c.samples[b]), true
 }
+
+// cpuCost is a cell's CPU time per distinct event, in milliseconds: the
+// engine's, and that of every process on the machine together.
+type cpuCost struct {
+	EngineMs float64 `json:"engine_ms"`
+	TotalMs  float64 `json:"total_ms"`
+}
+
+// costOf is the CPU time per distinct event of r, over the window its rate
+// is measured on; false when r has no CPU sample or no rate.
+func costOf(r *cellResult) (cpuCost, bool) {
+	if r == nil || r.CPU == nil || r.Rate <= 0 {
+		return cpuCost{}, false
+	}
+	var total float64
+	for _, cores := range r.CPU.Cores {
+		total += cores
+	}
+	return cpuCost{EngineMs: r.CPU.Cores["temporal"] * 1000 / r.Rate, TotalMs: total * 1000 / r.Rate}, true
+}

@@ -67,6 +67,10 @@ type engineResult struct {
 	DirectSweep   *sweepResult `json:"direct_floor_sweep,omitempty"`
 	DirectRatio   float64      `json:"ratio_capacity_direct_floor,omitempty"`
 	PipelineRatio float64      `json:"ratio_pipeline_direct_floor,omitempty"`
+	// CPUPerEvent is the CPU time per distinct event of the direct floor,
+	// the pipeline floor and orderflow, each in its cell at 0.9 × its
+	// capacity (cpuStages), by the stage's name.
+	CPUPerEvent map[string]cpuCost `json:"cpu_per_event,omitempty"`
 	// ABBA is an experiment's four sweeps (phase abba).
 	ABBA *abbaResult `json:"abba,omitempty"`
 }
@@ -102,6 +106,31 @@ func (er *engineResult) stageRatios() {
 	er.CapacityRatio = ratio(er.Sweep, er.FloorSweep)
 	er.DirectRatio = ratio(er.Sweep, er.DirectSweep)
 	er.PipelineRatio = ratio(er.FloorSweep, er.DirectSweep)
+}
+
+// The stages whose CPU time per event cpuStages compares, the engine
+// alone first.
+const (
+	stageDirect    = "direct floor"
+	stagePipeline  = "pipeline floor"
+	stageOrderflow = "orderflow"
+)
+
+// cpuStages sets CPUPerEvent from the cells at 0.9 × capacity of the
+// sweeps that have one with a CPU sample.
+func (er *engineResult) cpuStages() {
+	er.CPUPerEvent = nil
+	for name, s := range map[string]*sweepResult{stageDirect: er.DirectSweep, stagePipeline: er.FloorSweep, stageOrderflow: er.Sweep} {
+		if s == nil {
+			continue
+		}
+		if c, ok := costOf(s.Near); ok {
+			if er.CPUPerEvent == nil {
+				er.CPUPerEvent = map[string]cpuCost{}
+			}
+			er.CPUPerEvent[name] = c
+		}
+	}
 }
 
 // sweepResult is a capacity sweep: its steps in the order they ran, the
