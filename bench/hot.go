@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -67,16 +69,26 @@ func hotScenario(prefix string, n int, start time.Time) (*scenario.Scenario, err
 
 // hotResult is the hot order's chain of runs: how many (each ended by
 // continue-as-new, the last by completion or still running), the most
-// events one run handled and the workflow tasks that failed over all runs.
+// events one run handled and the workflow tasks that failed over all runs,
+// with how many failed for each cause the engine recorded.
 type hotResult struct {
-	Runs        int `json:"runs"`
-	MaxHandled  int `json:"max_handled"`
-	FailedTasks int `json:"failed_tasks"`
+	Runs         int            `json:"runs"`
+	MaxHandled   int            `json:"max_handled"`
+	FailedTasks  int            `json:"failed_tasks"`
+	FailedCauses map[string]int `json:"failed_task_causes,omitempty"`
 }
 
 // String is the one-line summary of r.
 func (r hotResult) String() string {
-	return fmt.Sprintf("%d run(s), at most %d events handled by one run, %d failed workflow tasks", r.Runs, r.MaxHandled, r.FailedTasks)
+	s := fmt.Sprintf("%d run(s), at most %d events handled by one run, %d failed workflow tasks", r.Runs, r.MaxHandled, r.FailedTasks)
+	if len(r.FailedCauses) > 0 {
+		var causes []string
+		for _, c := range slices.Sorted(maps.Keys(r.FailedCauses)) {
+			causes = append(causes, fmt.Sprintf("%s %d", c, r.FailedCauses[c]))
+		}
+		s += " (" + strings.Join(causes, ", ") + ")"
+	}
+	return s
 }
 
 // checkHot reads every run of the order's workflow and fails when one ended
@@ -94,7 +106,14 @@ func checkHot(ctx context.Context, c client.Client, namespace, orderID string) (
 			return r, fmt.Errorf("%s: %w", api.WorkflowID(orderID), err)
 		}
 		r.Runs++
-		r.MaxHandled, r.FailedTasks = max(r.MaxHandled, handled), r.FailedTasks+failed
+		r.MaxHandled = max(r.MaxHandled, handled)
+		for cause, n := range failed {
+			if r.FailedCauses == nil {
+				r.FailedCauses = map[string]int{}
+			}
+			r.FailedCauses[cause] += n
+			r.FailedTasks += n
+		}
 		if end != "ContinuedAsNew" && end != "Completed" && end != "Running" {
 			return r, fmt.Errorf("a run of %s ended %s, not by continue-as-new", api.WorkflowID(orderID), end)
 		}
@@ -119,8 +138,9 @@ func checkHot(ctx context.Context, c client.Client, namespace, orderID string) (
 // hotRun reads one run's history: how it ended (Running when it has not),
 // how many events it handled (those its start carried over unhandled plus
 // those its signals brought, less those its continue-as-new carried on) and
-// how many of its workflow tasks failed.
-func hotRun(events []*historypb.HistoryEvent) (end string, handled, failed int, err error) {
+// how many of its workflow tasks failed, by the cause the engine recorded.
+func hotRun(events []*historypb.HistoryEvent) (end string, handled int, failed map[string]int, err error) {
+	failed = map[string]int{}
 	dc := converter.GetDefaultDataConverter()
 	pending := func(p *commonpb.Payloads) int {
 		var in workflows.Input
@@ -145,7 +165,7 @@ func hotRun(events []*historypb.HistoryEvent) (end string, handled, failed int, 
 				handled += len(b.Deliveries)
 			}
 		case enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED:
-			failed++
+			failed[e.GetWorkflowTaskFailedEventAttributes().GetCause().String()]++
 		}
 		switch e.GetEventType() {
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,

@@ -68,11 +68,14 @@ func TestHotRun(t *testing.T) {
 			WorkflowExecutionStartedEventAttributes: &historypb.WorkflowExecutionStartedEventAttributes{
 				Input: payloads(workflows.Input{Pending: make([]workflows.Delivery, 3)})}}},
 		signal(api.SignalEvents, workflows.Batch{Deliveries: make([]workflows.Delivery, 4)}),
-		{EventType: enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED},
+		{EventType: enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED, Attributes: &historypb.HistoryEvent_WorkflowTaskFailedEventAttributes{
+			WorkflowTaskFailedEventAttributes: &historypb.WorkflowTaskFailedEventAttributes{
+				Cause: enumspb.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND}}},
 		signal(api.SignalEvent, workflows.Delivery{}),
 	}
-	if end, handled, failed, err := hotRun(run); err != nil || end != "Running" || handled != 8 || failed != 1 {
-		t.Errorf("open run: %s, %d handled, %d failed, %v; want Running, 8, 1", end, handled, failed, err)
+	if end, handled, failed, err := hotRun(run); err != nil || end != "Running" || handled != 8 ||
+		len(failed) != 1 || failed["UnhandledCommand"] != 1 {
+		t.Errorf("open run: %s, %d handled, failed %v, %v; want Running, 8, UnhandledCommand 1", end, handled, failed, err)
 	}
 	if end, handled, _, err := hotRun(append(run, can)); err != nil || end != "ContinuedAsNew" || handled != 6 {
 		t.Errorf("continued run: %s, %d handled, %v; want ContinuedAsNew, 6", end, handled, err)
