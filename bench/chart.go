@@ -51,7 +51,7 @@ func drawSweepChart(path string, res results) error {
 		for _, sw := range []struct {
 			name string
 			s    *sweepResult
-		}{{"orderflow", er.Sweep}, {"pipeline floor", er.FloorSweep}, {"direct floor", er.DirectSweep}} {
+		}{{stageOrderflow, er.Sweep}, {stagePipeline, er.FloorSweep}, {stageDirect, er.DirectSweep}} {
 			if sw.s == nil {
 				continue
 			}
@@ -59,7 +59,7 @@ func drawSweepChart(path string, res results) error {
 			if sw.s.Capacity > 0 {
 				label += fmt.Sprintf(" (capacity %.0f)", sw.s.Capacity)
 			}
-			achieved := series{Label: label, Color: col, Dashed: sw.name == "pipeline floor", Dotted: sw.name == "direct floor"}
+			achieved := series{Label: label, Color: col, Dashed: sw.name == stagePipeline, Dotted: sw.name == stageDirect}
 			p99 := achieved
 			for _, r := range sw.s.points() {
 				x := r.Config.Offered

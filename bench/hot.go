@@ -95,7 +95,7 @@ func (r hotResult) String() string {
 // otherwise than by continue-as-new or completion, or when Temporal holds a
 // run outside the chain (one a history limit ended: the database cannot tell).
 func checkHot(ctx context.Context, c client.Client, namespace, orderID string) (hotResult, error) {
-	var r hotResult
+	r := hotResult{FailedCauses: map[string]int{}}
 	runs, err := orderRuns(ctx, c, orderID)
 	if err != nil {
 		return r, err
@@ -108,9 +108,6 @@ func checkHot(ctx context.Context, c client.Client, namespace, orderID string) (
 		r.Runs++
 		r.MaxHandled = max(r.MaxHandled, handled)
 		for cause, n := range failed {
-			if r.FailedCauses == nil {
-				r.FailedCauses = map[string]int{}
-			}
 			r.FailedCauses[cause] += n
 			r.FailedTasks += n
 		}

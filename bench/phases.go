@@ -171,16 +171,16 @@ func (b *bench) hot(ctx context.Context, er *engineResult) error {
 // does less work), and the goals' verdicts.
 func (b *bench) openLoop(ctx context.Context, er *engineResult) error {
 	var err error
-	if er.Sweep, err = b.sweep(ctx, "orderflow", er.E2E, b.o.sweep.Start*er.E2E.Rate); err != nil {
+	if er.Sweep, err = b.sweep(ctx, stageOrderflow, er.E2E, b.o.sweep.Start*er.E2E.Rate); err != nil {
 		return err
 	}
 	start := cmp.Or(er.Sweep.Capacity, b.o.sweep.Start*er.Floor.Rate)
-	if er.FloorSweep, err = b.sweep(ctx, "pipeline floor", *er.Floor, start); err != nil {
+	if er.FloorSweep, err = b.sweep(ctx, stagePipeline, *er.Floor, start); err != nil {
 		return err
 	}
 	er.stageRatios()
-	b.goal("orderflow", er.Sweep)
-	b.goal("pipeline floor", er.FloorSweep)
+	b.goal(stageOrderflow, er.Sweep)
+	b.goal(stagePipeline, er.FloorSweep)
 	b.printf("goal:     orderflow's capacity >= 0.9 x the pipeline floor's: %s (%s)", verdict(er.CapacityRatio >= 0.9), figure(er.CapacityRatio, 3))
 	return nil
 }
@@ -200,12 +200,12 @@ func (b *bench) directFloor(ctx context.Context, er *engineResult) error {
 	b.printf("%-9s %s", "direct:", describeDrain(r))
 	b.printf("cost:     %s", r.Cost)
 	start := cmp.Or(capacity(er.FloorSweep), b.o.sweep.Start*r.Rate)
-	if er.DirectSweep, err = b.sweep(ctx, "direct floor", r, start); err != nil {
+	if er.DirectSweep, err = b.sweep(ctx, stageDirect, r, start); err != nil {
 		return err
 	}
 	er.stageRatios()
 	er.cpuStages()
-	b.goal("direct floor", er.DirectSweep)
+	b.goal(stageDirect, er.DirectSweep)
 	b.printf("floor:    %s", describeStages(*er))
 	if d := describeCPUStages(*er); d != "" {
 		b.printf("cpu:      %s", d)
@@ -297,9 +297,9 @@ func describeCPUStages(er engineResult) string {
 	}
 	list := func(f func(cpuCost) float64) string {
 		var parts []string
-		for _, name := range []string{stageDirect, stagePipeline, stageOrderflow} {
-			if c, ok := er.CPUPerEvent[name]; ok {
-				parts = append(parts, fmt.Sprintf("%s %.1f", name, f(c)))
+		for _, st := range er.stageSweeps() {
+			if c, ok := er.CPUPerEvent[st.name]; ok {
+				parts = append(parts, fmt.Sprintf("%s %.1f", st.name, f(c)))
 			}
 		}
 		return strings.Join(parts, ", ")

@@ -108,27 +108,35 @@ func (er *engineResult) stageRatios() {
 	er.PipelineRatio = ratio(er.FloorSweep, er.DirectSweep)
 }
 
-// The stages whose CPU time per event cpuStages compares, the engine
-// alone first.
+// The stages of the floor comparison, by their sweeps' names.
 const (
 	stageDirect    = "direct floor"
 	stagePipeline  = "pipeline floor"
 	stageOrderflow = "orderflow"
 )
 
+// stageSweep is a stage's name and its capacity sweep (nil: not run).
+type stageSweep struct {
+	name string
+	s    *sweepResult
+}
+
+// stageSweeps are the capacity sweeps of the three stages, the engine
+// alone first.
+func (er *engineResult) stageSweeps() []stageSweep {
+	return []stageSweep{{stageDirect, er.DirectSweep}, {stagePipeline, er.FloorSweep}, {stageOrderflow, er.Sweep}}
+}
+
 // cpuStages sets CPUPerEvent from the cells at 0.9 × capacity of the
 // sweeps that have one with a CPU sample.
 func (er *engineResult) cpuStages() {
-	er.CPUPerEvent = nil
-	for name, s := range map[string]*sweepResult{stageDirect: er.DirectSweep, stagePipeline: er.FloorSweep, stageOrderflow: er.Sweep} {
-		if s == nil {
+	er.CPUPerEvent = map[string]cpuCost{}
+	for _, st := range er.stageSweeps() {
+		if st.s == nil {
 			continue
 		}
-		if c, ok := costOf(s.Near); ok {
-			if er.CPUPerEvent == nil {
-				er.CPUPerEvent = map[string]cpuCost{}
-			}
-			er.CPUPerEvent[name] = c
+		if c, ok := costOf(st.s.Near); ok {
+			er.CPUPerEvent[st.name] = c
 		}
 	}
 }
