@@ -104,7 +104,8 @@ type historyTally struct{ events, tasks, actions int }
 // by continue-as-new one, all local activities of one workflow task
 // together one, each search-attribute upsert, timer started and activity
 // scheduled one; a workflow task none (counted apart), nor a version
-// marker.
+// marker, nor the upsert of TemporalChangeVersion that the SDK writes with
+// it, nor the search attributes a run starts with.
 func historyCost(events []*historypb.HistoryEvent) historyTally {
 	t := historyTally{events: len(events)}
 	laTask := -1
@@ -116,8 +117,12 @@ func historyCost(events []*historypb.HistoryEvent) historyTally {
 			if e.GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId() != "" {
 				t.actions++
 			}
-		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED, enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES,
-			enumspb.EVENT_TYPE_TIMER_STARTED, enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+		case enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
+			if !versionUpsert(e) {
+				t.actions++
+			}
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED, enumspb.EVENT_TYPE_TIMER_STARTED,
+			enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
 			t.actions++
 		case enumspb.EVENT_TYPE_MARKER_RECORDED:
 			if e.GetMarkerRecordedEventAttributes().GetMarkerName() == "LocalActivity" && laTask != t.tasks {
@@ -128,6 +133,19 @@ func historyCost(events []*historypb.HistoryEvent) historyTally {
 	}
 	return t
 }
+
+// versionUpsert reports whether e upserts only TemporalChangeVersion: the
+// SDK's record of a workflow.GetVersion, which Temporal Cloud does not
+// bill.
+func versionUpsert(e *historypb.HistoryEvent) bool {
+	fields := e.GetUpsertWorkflowSearchAttributesEventAttributes().GetSearchAttributes().GetIndexedFields()
+	_, ok := fields[temporalChangeVersion]
+	return ok && len(fields) == 1
+}
+
+// temporalChangeVersion is the search attribute the SDK upserts with a
+// version marker.
+const temporalChangeVersion = "TemporalChangeVersion"
 
 // orderRuns is the history of every run of the order's workflow, the
 // current run first, back through the runs it continued.

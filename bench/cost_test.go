@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 
@@ -22,6 +23,15 @@ func marker(name string) *historypb.HistoryEvent {
 	return e
 }
 
+// upsert makes an upsert of the search attribute named key.
+func upsert(key string) *historypb.HistoryEvent {
+	e := ev(enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES)
+	e.Attributes = &historypb.HistoryEvent_UpsertWorkflowSearchAttributesEventAttributes{
+		UpsertWorkflowSearchAttributesEventAttributes: &historypb.UpsertWorkflowSearchAttributesEventAttributes{
+			SearchAttributes: &commonpb.SearchAttributes{IndexedFields: map[string]*commonpb.Payload{key: {Data: []byte(`"x"`)}}}}}
+	return e
+}
+
 // task is one workflow task's scheduled, started and completed events.
 func task() []*historypb.HistoryEvent {
 	return []*historypb.HistoryEvent{ev(enumspb.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED),
@@ -36,11 +46,12 @@ func TestHistoryCost(t *testing.T) {
 	// A run started by SignalWithStart: the start is not an action, its
 	// signal is.
 	h = append(h, ev(enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED), ev(enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED))
-	// Task 1: a version marker (none), three local activities (one), an
-	// upsert (one), a timer (one).
+	// Task 1: a version marker and its TemporalChangeVersion upsert
+	// (none), three local activities (one), an upsert (one), a timer
+	// (one).
 	h = append(h, task()...)
-	h = append(h, marker("Version"), marker("LocalActivity"), marker("LocalActivity"), marker("LocalActivity"),
-		ev(enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES), ev(enumspb.EVENT_TYPE_TIMER_STARTED),
+	h = append(h, marker("Version"), upsert("TemporalChangeVersion"), marker("LocalActivity"), marker("LocalActivity"),
+		marker("LocalActivity"), upsert("OrderStatus"), ev(enumspb.EVENT_TYPE_TIMER_STARTED),
 		ev(enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED))
 	// Task 2: one local activity (one more).
 	h = append(h, task()...)

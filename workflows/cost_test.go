@@ -48,8 +48,9 @@ type cost struct {
 	tasks, events, markers, localMarkers, upserts, timers, signals, actions int
 	// runEvents and runActions are the part of events and actions that a
 	// run pays once, whatever its events: its start, the version marker and
-	// the TemporalChangeVersion upsert that comes with it, the LoadOrder
-	// step, and the deadline's timers (its first wait, the grace period).
+	// the TemporalChangeVersion upsert that comes with it (events, no
+	// action), the LoadOrder step, and the deadline's timers (its first
+	// wait, the grace period).
 	runEvents, runActions int
 }
 
@@ -74,8 +75,8 @@ func (c *cost) add(o cost) {
 // countCost counts what events cost by Temporal Cloud's billing rules: a
 // signal (each came with a SignalWithStart) is one action, the local
 // activities recorded by one workflow task together are one, each
-// search-attribute upsert and each timer started is one, a workflow task
-// none.
+// search-attribute upsert (but TemporalChangeVersion's) and each timer
+// started is one, a workflow task none.
 func countCost(t *testing.T, events []*historypb.HistoryEvent) cost {
 	var c cost
 	taskHasLocal := false
@@ -112,11 +113,14 @@ func countCost(t *testing.T, events []*historypb.HistoryEvent) cost {
 			}
 		case enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
 			c.upserts++
-			c.actions++
+			// The TemporalChangeVersion upsert that comes with a version
+			// marker is a history event of the run's own, and no action:
+			// Temporal Cloud does not bill it.
 			if _, ok := e.GetUpsertWorkflowSearchAttributesEventAttributes().GetSearchAttributes().GetIndexedFields()["TemporalChangeVersion"]; ok {
 				c.runEvents++
-				c.runActions++
+				continue
 			}
+			c.actions++
 		case enumspb.EVENT_TYPE_TIMER_STARTED:
 			c.timers++
 			c.actions++
