@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/orderflow/orderflow/api"
 	"github.com/orderflow/orderflow/fsm"
@@ -58,6 +60,35 @@ func StartOptions(taskQueue, orderID string) client.StartWorkflowOptions {
 	}
 }
 
+// StartStatus is the status an order has after events, when the database
+// has no row of it yet, if they hold its first version (1); "" otherwise.
+// A run that SignalWithStart starts for those events starts with it as its
+// OrderStatus search attribute (a search attribute set at the start is no
+// billable action, an upsert is), and the run upserts the status only when
+// the database says otherwise (ChangeLocalActivities version 6). The
+// events must be valid (the caller parsed them).
+func StartStatus(events ...fsm.Event) fsm.Status {
+	if !slices.ContainsFunc(events, func(e fsm.Event) bool { return e.Version == 1 }) {
+		return ""
+	}
+	var o *fsm.Order
+	for _, e := range events {
+		next := fsm.Decide(o, e).Next
+		o = &next
+	}
+	return o.Status
+}
+
+// startOptions are StartOptions with the OrderStatus search attribute a
+// new run of the order starts with after events (StartStatus), if any.
+func startOptions(taskQueue, orderID string, events ...fsm.Event) client.StartWorkflowOptions {
+	o := StartOptions(taskQueue, orderID)
+	if st := StartStatus(events...); st != "" {
+		o.TypedSearchAttributes = temporal.NewSearchAttributes(api.OrderStatusKey.ValueSet(string(st)))
+	}
+	return o
+}
+
 // Deliver hands one event to its order's workflow with SignalWithStart, with
 // src, the message that carried it (nil when there is none): it
 // signals the running workflow, or starts one (with params) and signals it.
@@ -70,7 +101,7 @@ func Deliver(ctx context.Context, c client.Client, taskQueue string, params Para
 	}
 	id := api.WorkflowID(e.OrderID)
 	_, err := c.SignalWithStartWorkflow(ctx, id, api.SignalEvent, Delivery{Event: e, Source: src},
-		StartOptions(taskQueue, e.OrderID), api.WorkflowType, Input{Params: params})
+		startOptions(taskQueue, e.OrderID, e), api.WorkflowType, Input{Params: params})
 	if err != nil {
 		return fmt.Errorf("%w %s to %s: %w", ErrDeliver, e.Key(), id, err)
 	}
@@ -97,8 +128,12 @@ func DeliverBatch(ctx context.Context, c client.Client, taskQueue string, params
 		}
 	}
 	id := api.WorkflowID(orderID)
+	events := make([]fsm.Event, len(ds))
+	for i, d := range ds {
+		events[i] = d.Event
+	}
 	_, err := c.SignalWithStartWorkflow(ctx, id, api.SignalEvents, Batch{Deliveries: ds},
-		StartOptions(taskQueue, orderID), api.WorkflowType, Input{Params: params})
+		startOptions(taskQueue, orderID, events...), api.WorkflowType, Input{Params: params})
 	if err != nil {
 		return fmt.Errorf("%w: %d events of order %s (%s … %s) to %s: %w", ErrDeliver, len(ds), orderID,
 			ds[0].Key(), ds[len(ds)-1].Key(), id, err)

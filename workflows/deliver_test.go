@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/mock"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/mocks"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/orderflow/orderflow/api"
 	"github.com/orderflow/orderflow/fsm"
@@ -37,6 +38,46 @@ func TestDeliverSignalsWithStart(t *testing.T) {
 	c.On("SignalWithStartWorkflow", mock.Anything, "order:A-1", api.SignalEvent, Delivery{Event: e, Source: src},
 		StartOptions("q1", "A-1"), api.WorkflowType, Input{Params: params}).Return(nil, nil).Once()
 	if err := Deliver(context.Background(), c, "q1", params, e, src); err != nil {
+		t.Fatalf("Deliver: %v", err)
+	}
+	c.AssertExpectations(t)
+}
+
+// TestStartStatus: the status a new order has after the events, as the
+// lifecycle below was built, when they hold its first version; none
+// otherwise.
+func TestStartStatus(t *testing.T) {
+	created, paid, shipped := testEvent("A-1", 1, fsm.Created), testEvent("A-1", 2, fsm.Paid), testEvent("A-1", 3, fsm.Shipped)
+	changed := created
+	changed.AmountCents++ // version 1 again, other content: a conflict
+	for _, c := range []struct {
+		name   string
+		events []fsm.Event
+		want   fsm.Status
+	}{
+		{"the first version", []fsm.Event{created}, fsm.Created},
+		{"a batch from the first version", []fsm.Event{created, paid, shipped}, fsm.Shipped},
+		{"a reordered batch: version 1 after 3 is stale", []fsm.Event{shipped, created}, fsm.Shipped},
+		{"a conflict changes nothing", []fsm.Event{created, changed}, fsm.Created},
+		{"no first version", []fsm.Event{paid, shipped}, ""},
+		{"nothing", nil, ""},
+	} {
+		if got := StartStatus(c.events...); got != c.want {
+			t.Errorf("%s: StartStatus = %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+// Deliver names the status of a new order's first version as the search
+// attribute a run it starts begins with.
+func TestDeliverNamesTheStartStatus(t *testing.T) {
+	c := &mocks.Client{}
+	e := testEvent("A-1", 1, fsm.Created)
+	want := StartOptions("q1", "A-1")
+	want.TypedSearchAttributes = temporal.NewSearchAttributes(api.OrderStatusKey.ValueSet("CREATED"))
+	c.On("SignalWithStartWorkflow", mock.Anything, "order:A-1", api.SignalEvent, Delivery{Event: e},
+		want, api.WorkflowType, Input{Params: DefaultParams()}).Return(nil, nil).Once()
+	if err := Deliver(context.Background(), c, "q1", DefaultParams(), e, nil); err != nil {
 		t.Fatalf("Deliver: %v", err)
 	}
 	c.AssertExpectations(t)

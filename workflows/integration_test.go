@@ -8,7 +8,9 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/orderflow/orderflow/api"
 	"github.com/orderflow/orderflow/fsm"
@@ -180,4 +182,102 @@ func waitClosed(t *testing.T, c client.Client, orderID, notRunID string) string 
 		return nil
 	})
 	return runID
+}
+
+// TestStatusAtStart: a run that SignalWithStart starts for an order's
+// first version names the status that event gives a new order as its
+// OrderStatus search attribute, so the new order's first status costs no
+// upsert; the next status is upserted. When the order already exists (its
+// run closed, the first version redelivered), the new run starts with that
+// guess, and its first task upserts the status the database has.
+func TestStatusAtStart(t *testing.T) {
+	c := testenv.RequireTemporal(t)
+	db, _ := testenv.NewDatabase(t)
+	tq := uniq.Name("wf-status")
+	workflowtest.StartWorker(t, c, tq, db)
+	orderID := uniq.Name("status")
+	id := api.WorkflowID(orderID)
+	params := workflows.Params{GracePeriod: time.Second, IdleTimeout: time.Minute}
+	t.Cleanup(func() { _ = c.TerminateWorkflow(context.Background(), id, "", "test finished") })
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	ev := func(v int64, s fsm.Status) fsm.Event {
+		return fsm.Event{EventID: orderID + "-" + string(s), OrderID: orderID, UserID: 11, Status: s, Version: v,
+			AmountCents: 25000, OccurredAt: at.Add(time.Duration(v) * time.Minute)}
+	}
+	ctx := context.Background()
+
+	if err := workflows.Deliver(ctx, c, tq, params, ev(1, fsm.Created), nil); err != nil {
+		t.Fatal(err)
+	}
+	events := waitHandled(t, c, orderID, 1)
+	if got := startStatus(t, events); got != string(fsm.Created) {
+		t.Errorf("the new order's run started with OrderStatus %q, want %q", got, fsm.Created)
+	}
+	if got := statusUpserts(t, events); len(got) != 0 {
+		t.Errorf("the new order's first status was upserted: %v, want no upsert", got)
+	}
+	if err := workflows.Deliver(ctx, c, tq, params, ev(2, fsm.Completed), nil); err != nil {
+		t.Fatal(err)
+	}
+	first := waitClosed(t, c, orderID, "")
+	if got := statusUpserts(t, history(ctx, c, id, first).Events); len(got) != 1 || got[0] != string(fsm.Completed) {
+		t.Errorf("first run upserted %v, want [%s]", got, fsm.Completed)
+	}
+
+	// The first version again, after the run closed: the new run starts
+	// with the guess CREATED, and the database says COMPLETED.
+	if err := workflows.Deliver(ctx, c, tq, params, ev(1, fsm.Created), nil); err != nil {
+		t.Fatal(err)
+	}
+	second := waitClosed(t, c, orderID, first)
+	events = history(ctx, c, id, second).Events
+	if got := startStatus(t, events); got != string(fsm.Created) {
+		t.Errorf("the redelivery's run started with OrderStatus %q, want %q", got, fsm.Created)
+	}
+	if got := statusUpserts(t, events); len(got) != 1 || got[0] != string(fsm.Completed) {
+		t.Errorf("the redelivery's run upserted %v, want [%s]", got, fsm.Completed)
+	}
+	testenv.WaitFor(t, 20*time.Second, func() error {
+		d, err := c.DescribeWorkflow(ctx, id, second)
+		if err != nil {
+			return err
+		}
+		if got, _ := d.TypedSearchAttributes.GetKeyword(api.OrderStatusKey); got != string(fsm.Completed) {
+			return errors.New("OrderStatus is " + got + ", want COMPLETED")
+		}
+		return nil
+	})
+}
+
+// startStatus is the OrderStatus search attribute a history's run started
+// with ("" when none).
+func startStatus(t *testing.T, events []*historypb.HistoryEvent) string {
+	t.Helper()
+	p := events[0].GetWorkflowExecutionStartedEventAttributes().GetSearchAttributes().GetIndexedFields()[api.SearchAttributeOrderStatus]
+	if p == nil {
+		return ""
+	}
+	var s string
+	if err := converter.GetDefaultDataConverter().FromPayload(p, &s); err != nil {
+		t.Fatalf("decode the start's OrderStatus: %v", err)
+	}
+	return s
+}
+
+// statusUpserts are the OrderStatus values a history upserts, in order.
+func statusUpserts(t *testing.T, events []*historypb.HistoryEvent) []string {
+	t.Helper()
+	var out []string
+	for _, e := range events {
+		p := e.GetUpsertWorkflowSearchAttributesEventAttributes().GetSearchAttributes().GetIndexedFields()[api.SearchAttributeOrderStatus]
+		if p == nil {
+			continue
+		}
+		var s string
+		if err := converter.GetDefaultDataConverter().FromPayload(p, &s); err != nil {
+			t.Fatalf("decode an OrderStatus upsert: %v", err)
+		}
+		out = append(out, s)
+	}
+	return out
 }

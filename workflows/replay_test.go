@@ -55,9 +55,12 @@ import (
 // (version 4: an event's decision and its ledger row are one step,
 // ApplyEventAndAward, and the deadline's timer is started only when the run
 // waits with no signal pending; the runs of continue-as-new, carry-pending
-// and carry-batch carry pending events to the next). The unprefixed files
-// are version 5: an event the run remembers goes to the database too,
-// which confirms the duplicate (or, after a restore, applies it). Before
+// and carry-batch carry pending events to the next), testdata/v5-* (version
+// 5: an event the run remembers goes to the database too, which confirms
+// the duplicate or, after a restore, applies it). The unprefixed files are
+// version 6: a run started for an order's first version starts with the
+// OrderStatus search attribute that SignalWithStart named, and upserts the
+// status only when it differs. Before
 // re-recording after a new version, move the unprefixed files under a
 // prefix of their own, so that they keep replaying. batched*.json have
 // order-events signals, which need no new version: the workflow handles a
@@ -66,7 +69,8 @@ const recordEnv = "ORDERFLOW_RECORD_HISTORIES"
 
 // recordWriteEnv, when set, is the version of ChangeLocalActivities the
 // recording worker writes (workflows.WriteVersionProvider). The files of
-// testdata/w4-* were recorded so, for 0.1.0, whose code replays them too.
+// testdata/w4-* were recorded so, for 0.1.0, whose code replays them too;
+// testdata/w5-* for 0.2.0.
 const recordWriteEnv = "ORDERFLOW_RECORD_WRITE_VERSION"
 
 // replayScenarios are the scenarios that must have at least one recorded

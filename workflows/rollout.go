@@ -12,7 +12,7 @@ import (
 const (
 	// LatestVersion is the newest version this code replays and, by
 	// default, records.
-	LatestVersion = int(versionVerifyMemory)
+	LatestVersion = int(versionStartStatus)
 	// PreviousReleaseVersion is the newest version the previous release
 	// (CHANGELOG.md) replays: while it is below LatestVersion, a rollout
 	// that may be rolled back records it (WriteVersionProvider).

@@ -73,7 +73,11 @@ func LocalActivityOptions() workflow.LocalActivityOptions {
 // unchanged), and when the database does not have it, or answers with an
 // order older than the one the run knows, the run reloads the order from
 // the database (LoadOrder) and goes on from there (a restored backup; see
-// docs/operating.md). A new change ID would cost every run
+// docs/operating.md). Version 6: the run starts from the OrderStatus
+// search attribute it was started with (StartStatus, named by the
+// SignalWithStart that started it) and upserts the status only when it
+// differs, so that a new order's first status costs no upsert. A new change
+// ID would cost every run
 // one more marker and one more TemporalChangeVersion upsert (a billable
 // action), so the change is a version of this one. Runs recorded before a
 // change replay with the older behaviour (workflow.DefaultVersion: regular
@@ -87,6 +91,7 @@ const (
 	versionReconcileLedger workflow.Version = 3
 	versionLeanTasks       workflow.Version = 4
 	versionVerifyMemory    workflow.Version = 5
+	versionStartStatus     workflow.Version = 6
 )
 
 // Register registers OrderWorkflow under its type name WorkflowType.
@@ -118,7 +123,7 @@ func OrderWorkflow(ctx workflow.Context, in Input) (Result, error) {
 	actx, _ := workflow.NewDisconnectedContext(ctx)
 	actx = workflow.WithActivityOptions(actx, ActivityOptions())
 	actx = workflow.WithLocalActivityOptions(actx, LocalActivityOptions())
-	version := workflow.GetVersion(ctx, ChangeLocalActivities, workflow.DefaultVersion, versionVerifyMemory)
+	version := workflow.GetVersion(ctx, ChangeLocalActivities, workflow.DefaultVersion, versionStartStatus)
 	r := &run{
 		root: ctx,
 		ctx:  actx,
@@ -166,13 +171,25 @@ func OrderWorkflow(ctx workflow.Context, in Input) (Result, error) {
 	if r.state.LastEventAt.IsZero() {
 		r.state.LastEventAt = workflow.Now(ctx)
 	}
-	// A continued or rehydrated run states the status it starts from.
+	// The status the run started with, as its search attribute; a
+	// continued or rehydrated run states the status it starts from when
+	// that differs.
+	if version >= versionStartStatus {
+		r.status = startedStatus(ctx)
+	}
 	if err := r.upsertStatus(); err != nil {
 		return Result{}, err
 	}
 	r.showDetails("")
 	return r.loop(inbox{one: workflow.GetSignalChannel(ctx, api.SignalEvent),
 		many: workflow.GetSignalChannel(ctx, api.SignalEvents)})
+}
+
+// startedStatus is the OrderStatus search attribute the run started with
+// ("" when none).
+func startedStatus(ctx workflow.Context) fsm.Status {
+	st, _ := workflow.GetTypedSearchAttributes(ctx).GetKeyword(api.OrderStatusKey)
+	return fsm.Status(st)
 }
 
 // run is one run of OrderWorkflow.

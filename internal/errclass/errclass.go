@@ -51,7 +51,10 @@ func (c Class) String() string {
 //     ResourceExhausted for a message over gRPC's size limit are
 //     permanent; every other code (Unavailable, DeadlineExceeded,
 //     ResourceExhausted for rate limits and busy workflows, Internal,
-//     NotFound for a namespace, ...) is transient;
+//     NotFound for a namespace, ...) is transient, and so is an
+//     InvalidArgument that names a search attribute the namespace does not
+//     define (OrderStatus not registered yet: the namespace, not the
+//     message, needs fixing);
 //   - a PostgreSQL error, by its SQLSTATE (see pgClass);
 //   - anything else (connection refused, reset, EOF, ...): transient.
 func Of(err error) Class {
@@ -89,6 +92,9 @@ func grpcStatus(err error) *status.Status {
 func statusClass(st *status.Status) Class {
 	switch st.Code() {
 	case codes.InvalidArgument:
+		if undefinedSearchAttribute(st.Message()) {
+			return Transient
+		}
 		return Permanent
 	case codes.ResourceExhausted:
 		if messageTooLarge(st.Message()) {
@@ -96,6 +102,16 @@ func statusClass(st *status.Status) Class {
 		}
 	}
 	return Transient
+}
+
+// undefinedSearchAttribute reports whether an InvalidArgument message is
+// the server's refusal of a search attribute its namespace does not define:
+// "search attribute OrderStatus is not defined", or with SQL visibility
+// "Namespace default has no mapping defined for search attribute
+// OrderStatus".
+func undefinedSearchAttribute(msg string) bool {
+	return strings.HasPrefix(msg, "search attribute ") && strings.HasSuffix(msg, " is not defined") ||
+		strings.HasPrefix(msg, "Namespace ") && strings.Contains(msg, " has no mapping defined for search attribute ")
 }
 
 // messageTooLarge reports whether a ResourceExhausted message is gRPC's

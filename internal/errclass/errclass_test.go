@@ -57,6 +57,9 @@ func TestOf(t *testing.T) {
 		// Temporal: the server's answers.
 		{"blob over the limit", fmt.Errorf("deliver: %w", serviceerror.NewInvalidArgument("Blob data size exceeds limit.")), Permanent},
 		{"invalid argument", serviceerror.NewInvalidArgument("WorkflowId exceeds length limit."), Permanent},
+		{"search attribute not registered", fmt.Errorf("deliver: %w", serviceerror.NewInvalidArgument("search attribute OrderStatus is not defined")), Transient},
+		{"search attribute not mapped (SQL visibility)", serviceerror.NewInvalidArgument("Namespace nosa has no mapping defined for search attribute OrderStatus"), Transient},
+		{"search attribute of the wrong type", serviceerror.NewInvalidArgument("invalid value for search attribute OrderStatus of type Keyword: 7"), Permanent},
 		{"grpc message too large", fmt.Errorf("deliver: %w", wrapped{status.Error(codes.ResourceExhausted,
 			"grpc: received message after decompression larger than max 4194304")}), Permanent},
 		{"grpc send too large", status.Error(codes.ResourceExhausted, "grpc: trying to send message larger than max (5000000 vs. 4194304)"), Permanent},
