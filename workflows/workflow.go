@@ -77,9 +77,9 @@ func LocalActivityOptions() workflow.LocalActivityOptions {
 // search attribute it was started with (StartStatus, named by the
 // SignalWithStart that started it) and upserts the status only when it
 // differs, so that a new order's first status costs no upsert. A new change
-// ID would cost every run
-// one more marker and one more TemporalChangeVersion upsert (a billable
-// action), so the change is a version of this one. Runs recorded before a
+// ID would cost every run one more marker and one more TemporalChangeVersion
+// upsert (an action on the engine's counter, though Temporal Cloud does not
+// bill it), so the change is a version of this one. Runs recorded before a
 // change replay with the older behaviour (workflow.DefaultVersion: regular
 // activities, one upsert per event).
 const ChangeLocalActivities = "local-db-activities"
