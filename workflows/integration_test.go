@@ -9,11 +9,15 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/orderflow/orderflow/api"
 	"github.com/orderflow/orderflow/fsm"
+	"github.com/orderflow/orderflow/internal/errclass"
 	"github.com/orderflow/orderflow/internal/testenv"
 	"github.com/orderflow/orderflow/internal/uniq"
 	"github.com/orderflow/orderflow/internal/workflowtest"
@@ -280,4 +284,50 @@ func statusUpserts(t *testing.T, events []*historypb.HistoryEvent) []string {
 		out = append(out, s)
 	}
 	return out
+}
+
+// TestUndefinedStatusAttributeIsTransient: in a namespace where OrderStatus
+// is not registered, the engine refuses the SignalWithStart of an order's
+// first version (it names the status); the refusal is transient, so the
+// bridge hands the message back instead of parking it, until an operator
+// registers the search attribute.
+func TestUndefinedStatusAttributeIsTransient(t *testing.T) {
+	testenv.RequireTemporal(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const ns = "orderflow-test-no-status"
+	nc, err := client.NewNamespaceClient(client.Options{HostPort: testenv.TemporalAddress(), Logger: testenv.QuietTemporalLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	err = nc.Register(ctx, &workflowservice.RegisterNamespaceRequest{Namespace: ns, WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour)})
+	var exists *serviceerror.NamespaceAlreadyExists
+	if err != nil && !errors.As(err, &exists) {
+		t.Fatalf("register namespace %s: %v", ns, err)
+	}
+	c, err := client.DialContext(ctx, client.Options{HostPort: testenv.TemporalAddress(), Namespace: ns, Logger: testenv.QuietTemporalLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	orderID := uniq.Name("no-status")
+	e := fsm.Event{EventID: orderID + "-v1", OrderID: orderID, UserID: 3, Status: fsm.Created, Version: 1,
+		AmountCents: 100, OccurredAt: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	// A namespace just registered may not be known to every service yet.
+	testenv.WaitFor(t, 30*time.Second, func() error {
+		err := workflows.Deliver(ctx, c, uniq.Name("wf-no-status"), workflows.DefaultParams(), e, nil)
+		var nf *serviceerror.NamespaceNotFound
+		if errors.As(err, &nf) {
+			return err
+		}
+		if err == nil {
+			t.Fatalf("Deliver into namespace %s, which lacks %s, succeeded", ns, api.SearchAttributeOrderStatus)
+		}
+		if got := errclass.Of(err); got != errclass.Transient {
+			t.Fatalf("Deliver into namespace %s without %s: %v, classed %v; want transient", ns, api.SearchAttributeOrderStatus, err, got)
+		}
+		t.Logf("refused, transient: %v", err)
+		return nil
+	})
 }
