@@ -15,6 +15,7 @@ import (
 
 	"github.com/orderflow/orderflow/api"
 	"github.com/orderflow/orderflow/scenario"
+	"github.com/orderflow/orderflow/workflows"
 )
 
 // costSampleOrders is how many orders of a cell have their histories read.
@@ -139,13 +140,9 @@ func historyCost(events []*historypb.HistoryEvent) historyTally {
 // bill.
 func versionUpsert(e *historypb.HistoryEvent) bool {
 	fields := e.GetUpsertWorkflowSearchAttributesEventAttributes().GetSearchAttributes().GetIndexedFields()
-	_, ok := fields[temporalChangeVersion]
+	_, ok := fields[workflows.ChangeVersionSearchAttribute]
 	return ok && len(fields) == 1
 }
-
-// temporalChangeVersion is the search attribute the SDK upserts with a
-// version marker.
-const temporalChangeVersion = "TemporalChangeVersion"
 
 // orderRuns is the history of every run of the order's workflow, the
 // current run first, back through the runs it continued.

@@ -116,7 +116,7 @@ func countCost(t *testing.T, events []*historypb.HistoryEvent) cost {
 			// The TemporalChangeVersion upsert that comes with a version
 			// marker is a history event of the run's own, and no action:
 			// Temporal Cloud does not bill it.
-			if _, ok := e.GetUpsertWorkflowSearchAttributesEventAttributes().GetSearchAttributes().GetIndexedFields()["TemporalChangeVersion"]; ok {
+			if _, ok := e.GetUpsertWorkflowSearchAttributesEventAttributes().GetSearchAttributes().GetIndexedFields()[workflows.ChangeVersionSearchAttribute]; ok {
 				c.runEvents++
 				continue
 			}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/serviceerror"
@@ -257,13 +258,19 @@ func TestStatusAtStart(t *testing.T) {
 // with ("" when none).
 func startStatus(t *testing.T, events []*historypb.HistoryEvent) string {
 	t.Helper()
-	p := events[0].GetWorkflowExecutionStartedEventAttributes().GetSearchAttributes().GetIndexedFields()[api.SearchAttributeOrderStatus]
+	return decodeStatus(t, events[0].GetWorkflowExecutionStartedEventAttributes().GetSearchAttributes())
+}
+
+// decodeStatus is the OrderStatus value of attrs ("" when none).
+func decodeStatus(t *testing.T, attrs *commonpb.SearchAttributes) string {
+	t.Helper()
+	p := attrs.GetIndexedFields()[api.SearchAttributeOrderStatus]
 	if p == nil {
 		return ""
 	}
 	var s string
 	if err := converter.GetDefaultDataConverter().FromPayload(p, &s); err != nil {
-		t.Fatalf("decode the start's OrderStatus: %v", err)
+		t.Fatalf("decode an OrderStatus: %v", err)
 	}
 	return s
 }
@@ -273,15 +280,9 @@ func statusUpserts(t *testing.T, events []*historypb.HistoryEvent) []string {
 	t.Helper()
 	var out []string
 	for _, e := range events {
-		p := e.GetUpsertWorkflowSearchAttributesEventAttributes().GetSearchAttributes().GetIndexedFields()[api.SearchAttributeOrderStatus]
-		if p == nil {
-			continue
+		if s := decodeStatus(t, e.GetUpsertWorkflowSearchAttributesEventAttributes().GetSearchAttributes()); s != "" {
+			out = append(out, s)
 		}
-		var s string
-		if err := converter.GetDefaultDataConverter().FromPayload(p, &s); err != nil {
-			t.Fatalf("decode an OrderStatus upsert: %v", err)
-		}
-		out = append(out, s)
 	}
 	return out
 }
