@@ -93,6 +93,9 @@ type cellResult struct {
 	// P50 and P99 are the open loop's latencies from a key's first publish
 	// to its applying, Tail the last publish to the last key applied.
 	P50, P99, Tail time.Duration `json:",omitempty"`
+	// QuietWait is how long a sweep's cell waited for the engine to be
+	// quiet before it started.
+	QuietWait time.Duration `json:",omitempty"`
 	// Verdict is a sweep step's: "pass", or why it failed (judge).
 	Verdict  string `json:",omitempty"`
 	Verified bool

@@ -97,6 +97,54 @@ func judge(r cellResult) string {
 	return ""
 }
 
+// Before each cell of a sweep the engine must be quiet: a step that
+// overloaded it leaves queued tasks and terminations behind, which would
+// slow the steps after it. quietCores is the engine's CPU, in cores over
+// quietWindow, below which it is quiet; a wait longer than quietWait is
+// noted in the cell's result and the cell runs anyway.
+const (
+	quietCores  = 0.25
+	quietWindow = 3 * time.Second
+	quietWait   = 3 * time.Minute
+)
+
+// engineQuiet reports whether the engine used at most quietCores over the
+// quietWindow that ends at the newest sample, and what it used; false too
+// when the samples do not cover the window yet.
+func engineQuiet(c *cpuSampler, now time.Time) (bool, float64) {
+	to := now.Add(-time.Second) // the sampler's newest sample is at most its interval old
+	sh, ok := c.Window(to.Add(-quietWindow), to)
+	if !ok {
+		return false, 0
+	}
+	return sh.Cores["temporal"] <= quietCores, sh.Cores["temporal"]
+}
+
+// waitQuiet waits until the engine is quiet, at most quietWait, and
+// returns how long it waited.
+func (b *bench) waitQuiet(ctx context.Context, cell string) (time.Duration, error) {
+	start := time.Now()
+	for {
+		quiet, cores := engineQuiet(b.cpu, time.Now())
+		waited := time.Since(start)
+		switch {
+		case quiet:
+			if waited > 5*time.Second {
+				b.printf("quiet:    %s waited %s for the engine to use at most %.2f cores", cell, waited.Round(time.Second), quietCores)
+			}
+			return waited, nil
+		case waited > quietWait:
+			b.printf("quiet:    %s: the engine still used %.2f cores after %s; the cell runs anyway", cell, cores, quietWait)
+			return waited, nil
+		}
+		select {
+		case <-ctx.Done():
+			return waited, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
 // ordersFor is how many orders a scenario needs so that offering rate
 // events/s lasts d, at eventsPerOrder events per order.
 func ordersFor(rate float64, d time.Duration, eventsPerOrder float64) int {

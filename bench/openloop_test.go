@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -137,5 +138,40 @@ func TestLatencies(t *testing.T) {
 	delete(applied, k2)
 	if _, _, err := latencies(msgs, sent, applied); err == nil || !strings.Contains(err.Error(), k2.String()) {
 		t.Errorf("a key not applied: %v, want an error naming it", err)
+	}
+}
+
+// TestEngineQuiet builds samples 1 s apart in which the engine uses a
+// known share of a core, and checks the window ending a second before now:
+// busy while the engine used more than quietCores, quiet once it used less,
+// and not judged before the samples cover the window.
+func TestEngineQuiet(t *testing.T) {
+	var samples []cpuSample
+	var used float64
+	// The engine's use per second: 1.5 cores for 4 s, then 0.1.
+	for i := range 10 {
+		samples = append(samples, cpuSample{At: time.Unix(int64(i), 0), Procs: map[int]procCPU{7: {Group: "temporal", Start: 1, Seconds: used}}})
+		if i < 4 {
+			used += 1.5
+		} else {
+			used += 0.1
+		}
+	}
+	c := &cpuSampler{samples: samples}
+	for _, tc := range []struct {
+		now   int64
+		quiet bool
+		cores float64
+	}{
+		{2, false, 0},   // the window starts before the first sample
+		{5, false, 1.5}, // 1..4 s: busy
+		{7, false, 1.7 / 3}, // 3..6 s: one busy second of three
+		{8, true, 0.1},  // 4..7 s: quiet
+		{9, true, 0.1},
+	} {
+		quiet, cores := engineQuiet(c, time.Unix(tc.now, 0))
+		if quiet != tc.quiet || math.Abs(cores-tc.cores) > 1e-9 {
+			t.Errorf("at %d s: quiet %v with %.2f cores, want %v with %.2f", tc.now, quiet, cores, tc.quiet, tc.cores)
+		}
 	}
 }

@@ -329,7 +329,12 @@ func (b *bench) sweep(ctx context.Context, name string, drain cellResult, start 
 		cc.Floor, cc.Offered, cc.noCost, cc.Env = drain.Config.Floor, offered, !cost, drain.Config.Env
 		cc.breakdown = !cc.Floor
 		cc.Seed += int64(offered)
+		quiet, err := b.waitQuiet(ctx, cc.Name)
+		if err != nil {
+			return cellResult{Config: cc}, err
+		}
 		r, err := b.runCell(ctx, cc)
+		r.QuietWait = quiet
 		if err != nil {
 			return r, fmt.Errorf("%s sweep at %.1f events/s: %w", name, offered, err)
 		}
