@@ -163,10 +163,10 @@ func TestEngineQuiet(t *testing.T) {
 		quiet bool
 		cores float64
 	}{
-		{2, false, 0},   // the window starts before the first sample
-		{5, false, 1.5}, // 1..4 s: busy
+		{2, false, 0},       // the window starts before the first sample
+		{5, false, 1.5},     // 1..4 s: busy
 		{7, false, 1.7 / 3}, // 3..6 s: one busy second of three
-		{8, true, 0.1},  // 4..7 s: quiet
+		{8, true, 0.1},      // 4..7 s: quiet
 		{9, true, 0.1},
 	} {
 		quiet, cores := engineQuiet(c, time.Unix(tc.now, 0))
