@@ -421,7 +421,7 @@ func serveBridge(ctx context.Context, stopSignals func(), cfg bridgeConfig, log 
 		Deliver:     temporalDeliver(tc, cfg.TaskQueue, cfg.Workflow),
 		DeliverMany: temporalDeliverMany(tc, cfg.TaskQueue, cfg.Workflow),
 		Park:        storePark(db),
-		Record:      storeRecord(db, log),
+		Record:      storeRecord(db.NewSeqRecorder(cfg.AttemptTimeout), log),
 		Gaps:        storeGaps(db, cfg.GapWindow),
 		Dedup:       filter,
 		Checks:      []obs.Check{obs.TemporalCheck(tc), {Name: "postgres", Check: db.Ping}},
@@ -510,12 +510,13 @@ func storePark(s *store.Store) bridge.ParkFunc {
 	}
 }
 
-// storeRecord records sequence numbers in the database. A number the store
-// refuses (a producer ID too long to keep) is logged and skipped: repeating
-// cannot help.
-func storeRecord(s *store.Store, log *slog.Logger) bridge.RecordFunc {
+// storeRecord records sequence numbers in the database, the numbers of
+// concurrent messages in one commit. A number the store refuses (a
+// producer ID too long to keep) is logged and skipped: repeating cannot
+// help.
+func storeRecord(r *store.SeqRecorder, log *slog.Logger) bridge.RecordFunc {
 	return func(ctx context.Context, producerID string, seq int64) error {
-		err := s.RecordSeq(ctx, producerID, seq)
+		err := r.Record(ctx, producerID, seq)
 		if errors.Is(err, store.ErrInvalid) {
 			log.Warn("sequence number not recorded", "err", err)
 			return nil

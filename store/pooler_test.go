@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -21,7 +22,8 @@ import (
 
 // poolerWork runs the store's hot path from 8 goroutines at once, each on
 // orders of its own: the lookups and writes of an event's handling, three
-// lifecycle events per order. It returns the first error.
+// lifecycle events per order, and the record of their sequence numbers. It
+// returns the first error.
 func poolerWork(ctx context.Context, s *store.Store, prefix string) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
@@ -42,6 +44,13 @@ func poolerWork(ctx context.Context, s *store.Store, prefix string) error {
 					}
 				}
 				if _, err := s.LoadOrder(ctx, id); err != nil {
+					errs <- err
+					return
+				}
+				// The bridge's record of the three events' numbers, in one commit.
+				p := fmt.Sprintf("%s-p%d", prefix, g)
+				nums := []store.SeqNum{{ProducerID: p, Seq: int64(3*i + 2)}, {ProducerID: p, Seq: int64(3*i + 1)}, {ProducerID: p, Seq: int64(3*i + 3)}}
+				if err := s.RecordSeqs(ctx, nums); err != nil {
 					errs <- err
 					return
 				}
@@ -89,6 +98,11 @@ func TestOpenThroughATransactionPooler(t *testing.T) {
 		if err := direct.DB().Raw(`SELECT count(*) FROM orders WHERE order_id LIKE ? AND status = 'SHIPPED' AND version = 3`,
 			prefix+"-%").Scan(&shipped).Error; err != nil || shipped != 80 {
 			t.Errorf("through PgBouncer (%d server connections): %d orders SHIPPED at v3, %v; want the 80 written", conns, shipped, err)
+		}
+		var ranges []struct{ Lo, Hi int64 }
+		if err := direct.DB().Raw(`SELECT lo, hi FROM received_seq_ranges WHERE producer_id LIKE ? ORDER BY producer_id`,
+			prefix+"-p%").Scan(&ranges).Error; err != nil || len(ranges) != 8 || slices.ContainsFunc(ranges, func(r struct{ Lo, Hi int64 }) bool { return r.Lo != 1 || r.Hi != 30 }) {
+			t.Errorf("through PgBouncer (%d server connections): sequence ranges %v, %v; want 1..30 for each of the 8 producers", conns, ranges, err)
 		}
 	}
 

@@ -1,9 +1,13 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -19,62 +23,153 @@ import (
 // producer ID that breaks the contract's rule (fsm.ProducerIDRule), or a
 // seq below 1, is refused with ErrInvalid.
 func (s *Store) RecordSeq(ctx context.Context, producerID string, seq int64) error {
-	switch {
-	case !fsm.ValidProducerID(producerID):
-		return invalid(fmt.Errorf("producer_id %q must be %s", producerID, fsm.ProducerIDRule))
-	case seq < 1:
-		return invalid(fmt.Errorf("seq %d of producer %q is below 1", seq, producerID))
-	}
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := tx.Exec(`
-			INSERT INTO received_seq_producers AS p (producer_id, received) VALUES (?, 1)
-			ON CONFLICT (producer_id) DO UPDATE SET received = p.received + 1, last_seen_at = now()`,
-			producerID).Error; err != nil {
-			return err
-		}
-		var near []seqRange
-		if err := tx.Raw(`
-			SELECT lo, hi, since FROM received_seq_ranges
-			WHERE producer_id = ? AND lo <= ? AND hi >= ?
-			ORDER BY lo`, producerID, seq+1, seq-1).Scan(&near).Error; err != nil {
-			return err
-		}
-		var left, right *seqRange
-		for i := range near {
-			r := &near[i]
-			switch {
-			case r.Lo <= seq && seq <= r.Hi:
-				return nil // a repeat
-			case r.Hi == seq-1:
-				left = r
-			case r.Lo == seq+1:
-				right = r
-			}
-		}
-		var res *gorm.DB
-		switch {
-		case left != nil && right != nil:
-			if err := tx.Exec(`DELETE FROM received_seq_ranges WHERE producer_id = ? AND lo = ?`, producerID, right.Lo).Error; err != nil {
-				return err
-			}
-			res = tx.Exec(`UPDATE received_seq_ranges SET hi = ?, since = least(since, ?) WHERE producer_id = ? AND lo = ?`,
-				right.Hi, right.Since, producerID, left.Lo)
-		case left != nil:
-			res = tx.Exec(`UPDATE received_seq_ranges SET hi = ? WHERE producer_id = ? AND lo = ?`, seq, producerID, left.Lo)
-		case right != nil:
-			res = tx.Exec(`UPDATE received_seq_ranges SET lo = ? WHERE producer_id = ? AND lo = ?`, seq, producerID, right.Lo)
-		default:
-			res = tx.Exec(`INSERT INTO received_seq_ranges (producer_id, lo, hi) VALUES (?, ?, ?)`, producerID, seq, seq)
-		}
-		if res.Error == nil && res.RowsAffected != 1 {
-			return fmt.Errorf("range of %d changed under the producer's lock", seq)
-		}
-		return res.Error
-	})
-	if err != nil {
+	if err := s.RecordSeqs(ctx, []SeqNum{{ProducerID: producerID, Seq: seq}}); err != nil {
 		return fmt.Errorf("record seq %d of producer %q: %w", seq, producerID, err)
 	}
 	return nil
+}
+
+// SeqNum is a message's number in its producer's sequence.
+type SeqNum struct {
+	ProducerID string
+	Seq        int64
+}
+
+// validSeq refuses, with ErrInvalid, a number RecordSeq would refuse.
+func validSeq(n SeqNum) error {
+	switch {
+	case !fsm.ValidProducerID(n.ProducerID):
+		return invalid(fmt.Errorf("producer_id %q must be %s", n.ProducerID, fsm.ProducerIDRule))
+	case n.Seq < 1:
+		return invalid(fmt.Errorf("seq %d of producer %q is below 1", n.Seq, n.ProducerID))
+	}
+	return nil
+}
+
+// RecordSeqs records nums, repeats included, as RecordSeq records each, in
+// one transaction: all or none. Each producer's row is locked once, in the
+// order of the producers' IDs, so that concurrent calls never wait for each
+// other in a cycle. Any invalid number refuses the whole call with
+// ErrInvalid.
+func (s *Store) RecordSeqs(ctx context.Context, nums []SeqNum) error {
+	byProducer := map[string][]int64{}
+	for _, n := range nums {
+		if err := validSeq(n); err != nil {
+			return err
+		}
+		byProducer[n.ProducerID] = append(byProducer[n.ProducerID], n.Seq)
+	}
+	if len(byProducer) == 0 {
+		return nil
+	}
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		for _, p := range slices.Sorted(maps.Keys(byProducer)) {
+			if err := recordProducerSeqs(tx, p, byProducer[p]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("record %d sequence numbers: %w", len(nums), err)
+	}
+	return nil
+}
+
+// recordProducerSeqs records seqs of producerID in tx: it counts them on
+// the producer's row, which it locks, then merges them into the ranges
+// around them, rewriting only the ranges that change.
+func recordProducerSeqs(tx *gorm.DB, producerID string, seqs []int64) error {
+	if err := tx.Exec(`
+		INSERT INTO received_seq_producers AS p (producer_id, received) VALUES (?, ?)
+		ON CONFLICT (producer_id) DO UPDATE SET received = p.received + EXCLUDED.received, last_seen_at = now()`,
+		producerID, len(seqs)).Error; err != nil {
+		return err
+	}
+	seqs = slices.Compact(slices.Sorted(slices.Values(seqs)))
+	var near []seqRange
+	if err := tx.Raw(`
+		SELECT lo, hi, since FROM received_seq_ranges
+		WHERE producer_id = ? AND lo <= ? AND hi >= ?
+		ORDER BY lo`, producerID, seqs[len(seqs)-1]+1, seqs[0]-1).Scan(&near).Error; err != nil {
+		return err
+	}
+	gone, added := mergeSeqs(near, seqs)
+	if len(gone) > 0 {
+		res := tx.Exec(`DELETE FROM received_seq_ranges WHERE producer_id = ? AND lo IN ?`, producerID, gone)
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected != int64(len(gone)) {
+			return fmt.Errorf("ranges of producer %q changed under its lock", producerID)
+		}
+	}
+	if len(added) == 0 {
+		return nil
+	}
+	var q strings.Builder
+	args := make([]any, 0, 4*len(added))
+	q.WriteString(`INSERT INTO received_seq_ranges (producer_id, lo, hi, since) VALUES `)
+	for i, r := range added {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		// A range of new numbers only is received since now.
+		q.WriteString(`(?, ?, ?, coalesce(?::timestamptz, now()))`)
+		var since *time.Time
+		if !r.Since.IsZero() {
+			since = &r.Since
+		}
+		args = append(args, producerID, r.Lo, r.Hi, since)
+	}
+	return tx.Exec(q.String(), args...).Error
+}
+
+// mergeSeqs merges the sorted, distinct numbers seqs into the ranges near
+// them (sorted by Lo; neither overlapping nor touching): the ranges to
+// delete, by Lo, and those to insert in their place. A range that takes new
+// numbers or joins another is replaced, with the earliest Since of the
+// ranges it joined; one of new numbers only has a zero Since. The others
+// stay.
+func mergeSeqs(near []seqRange, seqs []int64) (gone []int64, added []seqRange) {
+	type part struct {
+		r   seqRange
+		old bool
+	}
+	parts := make([]part, 0, len(near)+len(seqs))
+	for _, r := range near {
+		parts = append(parts, part{r, true})
+	}
+	for _, n := range seqs {
+		i, _ := slices.BinarySearchFunc(near, n, func(r seqRange, n int64) int { return cmp.Compare(r.Hi, n) })
+		if i < len(near) && near[i].Lo <= n {
+			continue // a repeat
+		}
+		parts = append(parts, part{seqRange{Lo: n, Hi: n}, false})
+	}
+	slices.SortFunc(parts, func(a, b part) int { return cmp.Compare(a.r.Lo, b.r.Lo) })
+	for i := 0; i < len(parts); {
+		merged, olds, news := parts[i].r, []int64{}, 0
+		j := i
+		for ; j < len(parts) && (j == i || parts[j].r.Lo <= merged.Hi+1); j++ {
+			p := parts[j]
+			merged.Hi = max(merged.Hi, p.r.Hi)
+			if !p.old {
+				news++
+				continue
+			}
+			olds = append(olds, p.r.Lo)
+			if merged.Since.IsZero() || p.r.Since.Before(merged.Since) {
+				merged.Since = p.r.Since
+			}
+		}
+		if news > 0 { // old ranges never touch: only new numbers join them
+			gone = append(gone, olds...)
+			added = append(added, merged)
+		}
+		i = j
+	}
+	return gone, added
 }
 
 // seqRange is a row of received_seq_ranges.

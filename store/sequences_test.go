@@ -3,8 +3,10 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -166,5 +168,186 @@ func TestRecordSeqConcurrent(t *testing.T) {
 	}
 	if rows := rangeRows(t, s, "c"); rows != int64(len(gaps)+1) {
 		t.Fatalf("%d range rows for %d gaps", rows, len(gaps))
+	}
+}
+
+// rangesOf returns producer p's ranges as [lo, hi] pairs, by lo.
+func rangesOf(t *testing.T, s *store.Store, p string) [][2]int64 {
+	t.Helper()
+	var rows []struct{ Lo, Hi int64 }
+	if err := s.DB().Raw(`SELECT lo, hi FROM received_seq_ranges WHERE producer_id = ? ORDER BY lo`, p).Scan(&rows).Error; err != nil {
+		t.Fatal(err)
+	}
+	out := [][2]int64{}
+	for _, r := range rows {
+		out = append(out, [2]int64{r.Lo, r.Hi})
+	}
+	return out
+}
+
+// TestRecordSeqsBatch records one batch into ranges recorded one by one:
+// numbers that join two ranges, extend one, repeat one, start a new one,
+// and another producer's, each case worked out by hand.
+func TestRecordSeqsBatch(t *testing.T) {
+	s := newStore(t)
+	record(t, s, "p", 1, 2, 3) // 1..3
+	time.Sleep(50 * time.Millisecond)
+	record(t, s, "p", 7, 10, 11, 12) // 7, 10..12
+	var first time.Time
+	if err := s.DB().Raw(`SELECT since FROM received_seq_ranges WHERE producer_id = 'p' AND lo = 1`).Scan(&first).Error; err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	batch := []store.SeqNum{{"p", 5}, {"q", 15}, {"p", 4}, {"p", 6}, {"p", 7}, {"p", 9}, {"p", 21}, {"p", 20}, {"p", 4}}
+	if err := s.RecordSeqs(context.Background(), batch); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := rangesOf(t, s, "p"), [][2]int64{{1, 7}, {9, 12}, {20, 21}}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("ranges of p %v, want %v", got, want)
+	}
+	if got, want := rangesOf(t, s, "q"), [][2]int64{{15, 15}}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("ranges of q %v, want %v", got, want)
+	}
+	gaps, p := gapsOf(t, s, "p")
+	if want := [][2]int64{{8, 8}, {13, 19}}; !reflect.DeepEqual(gaps, want) || p.Received != 7+8 || p.Highest != 21 {
+		t.Fatalf("gaps %v, producer %+v; want %v, received 15, highest 21", gaps, p, want)
+	}
+	// 1..7 keeps the time 1 arrived; 20..21 is new: the hole below it opened
+	// with this batch, the one below 9..12 when 10 arrived, before it.
+	var since []time.Time
+	if err := s.DB().Raw(`SELECT since FROM received_seq_ranges WHERE producer_id = 'p' ORDER BY lo`).Scan(&since).Error; err != nil {
+		t.Fatal(err)
+	}
+	if !since[0].Equal(first) || !since[1].After(first) || !since[1].Before(before) || since[2].Before(before.Add(-time.Second)) {
+		t.Fatalf("since %v; want %s, then after it and before %s, then about %s", since, first, before, before)
+	}
+
+	// An invalid number refuses the whole batch.
+	err := s.RecordSeqs(context.Background(), []store.SeqNum{{"p", 8}, {"p", 0}})
+	if !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("a batch with seq 0: %v, want ErrInvalid", err)
+	}
+	if gaps, _ := gapsOf(t, s, "p"); len(gaps) != 2 {
+		t.Fatalf("gaps %v after a refused batch, want 8 still missing", gaps)
+	}
+}
+
+// TestRecordSeqsConcurrentBatches: goroutines record two producers'
+// shuffled sequences, with repeats, in batches of random sizes that mix
+// both producers; what never arrived are exactly the holes (no batch waits
+// for another in a cycle, which PostgreSQL would refuse as a deadlock).
+func TestRecordSeqsConcurrentBatches(t *testing.T) {
+	s := newStore(t)
+	const n = 300
+	lost := map[string][]int64{"c": {1, 150, 151, 298}, "d": {40, 41, 42, 43, 300}}
+	var nums []store.SeqNum
+	for p, l := range lost {
+		for i := int64(1); i <= n; i++ {
+			if !slices.Contains(l, i) {
+				nums = append(nums, store.SeqNum{ProducerID: p, Seq: i}, store.SeqNum{ProducerID: p, Seq: i})
+			}
+		}
+	}
+	rand.Shuffle(len(nums), func(a, b int) { nums[a], nums[b] = nums[b], nums[a] })
+	var batches [][]store.SeqNum
+	for rest := nums; len(rest) > 0; {
+		k := min(len(rest), 1+rand.IntN(20))
+		batches, rest = append(batches, rest[:k]), rest[k:]
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(batches))
+	const workers = 8
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(batches); i += workers {
+				if err := s.RecordSeqs(context.Background(), batches[i]); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for p, want := range map[string][][2]int64{"c": {{1, 1}, {150, 151}, {298, 298}}, "d": {{40, 43}}} {
+		gaps, got := gapsOf(t, s, p)
+		if !reflect.DeepEqual(gaps, want) {
+			t.Errorf("gaps of %s %v, want %v", p, gaps, want)
+		}
+		if wantReceived := 2 * (n - int64(len(lost[p]))); got.Received != wantReceived {
+			t.Errorf("%s received %d, want %d", p, got.Received, wantReceived)
+		}
+	}
+}
+
+// waitFor polls cond every 10 ms until it holds, failing t after 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 10 s for %s", what)
+		}
+	}
+}
+
+// TestSeqRecorderCommitsTogether holds producer p's row locked while one
+// number's commit waits for it and ten more calls queue behind that commit;
+// once the lock goes, the ten are committed in one transaction: their new
+// ranges have one "since", the transaction's start, and the first number's
+// another. Every call returns only once its number is recorded.
+func TestSeqRecorderCommitsTogether(t *testing.T) {
+	s := newStore(t)
+	record(t, s, "p", 1)
+	r := s.NewSeqRecorder(time.Minute)
+	lock := s.DB().Begin()
+	if err := lock.Exec(`SELECT 1 FROM received_seq_producers WHERE producer_id = 'p' FOR UPDATE`).Error; err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 11)
+	call := func(seq int64) {
+		wg.Go(func() {
+			if err := r.Record(context.Background(), "p", seq); err != nil {
+				errs <- err
+				return
+			}
+			var in int64
+			if err := s.DB().Raw(`SELECT count(*) FROM received_seq_ranges WHERE producer_id = 'p' AND lo <= ? AND hi >= ?`, seq, seq).Scan(&in).Error; err != nil || in != 1 {
+				errs <- fmt.Errorf("seq %d: returned before it was recorded (%d ranges hold it, %v)", seq, in, err)
+			}
+		})
+	}
+	call(100)
+	waitFor(t, "the first commit to wait for the lock", func() bool {
+		var n int64
+		_ = s.DB().Raw(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n).Error
+		return n == 1
+	})
+	for i := range int64(10) {
+		call(200 + 10*i)
+	}
+	waitFor(t, "ten calls to queue", func() bool { return store.QueuedSeqs(r) == 10 })
+	if err := lock.Commit().Error; err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	var sinces []time.Time
+	if err := s.DB().Raw(`SELECT DISTINCT since FROM received_seq_ranges WHERE producer_id = 'p' AND lo >= 100 ORDER BY since`).Scan(&sinces).Error; err != nil {
+		t.Fatal(err)
+	}
+	if len(sinces) != 2 {
+		t.Fatalf("the ranges from 100 up have %d distinct since, want 2 (100's commit, then one for the ten): %v", len(sinces), sinces)
+	}
+	if _, p := gapsOf(t, s, "p"); p.Received != 12 || len(p.Gaps) != 11 {
+		t.Fatalf("producer %+v, want 12 received and 11 holes", p)
+	}
+	if err := r.Record(context.Background(), "p", 0); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("Record seq 0: %v, want ErrInvalid", err)
 	}
 }
