@@ -48,7 +48,7 @@ func TestPipelineThroughPgBouncer(t *testing.T) {
 	report := settle(ctx, t, gdb, s.Expected.FirstPhase(), "through PgBouncer")
 	t.Logf("through PgBouncer in transaction mode (%d server connections), %d messages:\n%s", pgb.ServerConns, len(s.Messages), report)
 	for name, p := range map[string]*procs.Proc{"worker": worker, "bridge": bridge} {
-		if log := p.Tail(1 << 30); !strings.Contains(log, "a transaction pooler is in front of PostgreSQL") {
+		if log := p.Tail(1 << 30); !strings.Contains(log, "a pooler is in front of PostgreSQL") {
 			t.Errorf("the %s's log does not say that it found the pooler", name)
 		}
 		if x := p.Crashes(); len(x) > 0 {

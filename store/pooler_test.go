@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
@@ -119,5 +120,55 @@ func TestOpenThroughATransactionPooler(t *testing.T) {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || (pgErr.Code != "42P05" && pgErr.Code != "26000") {
 		t.Errorf("named statements through PgBouncer in transaction mode: %v; want a prepared statement that exists already or not at all", err)
+	}
+}
+
+// TestPoolerFoundUnderLoad: while other clients keep PgBouncer's two server
+// connections busy with short transactions, every one of 24 concurrent
+// OpenDB calls finds the pooler: a server connection that happens to be
+// free must not make it look like PostgreSQL.
+func TestPoolerFoundUnderLoad(t *testing.T) {
+	_, dsn := testenv.NewDatabase(t)
+	pgb := testenv.StartPgBouncer(t, 2)
+	url := pgb.URL(t, dsn)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	load, stopLoad := context.WithCancel(ctx)
+	var busy sync.WaitGroup
+	for range 1 {
+		busy.Go(func() {
+			db, err := sql.Open("pgx", url+"&"+store.ExecModeParam+"=simple_protocol")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer db.Close()
+			for load.Err() == nil {
+				_, _ = db.ExecContext(load, "SELECT 1")
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}
+	var wg sync.WaitGroup
+	missed := make(chan string, 8)
+	for i := range 8 {
+		wg.Go(func() {
+			db, pooler, err := store.OpenDB(ctx, url, nil)
+			if err != nil {
+				missed <- fmt.Sprintf("call %d: %v", i, err)
+				return
+			}
+			_ = db.Close()
+			if !pooler {
+				missed <- fmt.Sprintf("call %d took PgBouncer for PostgreSQL", i)
+			}
+		})
+	}
+	wg.Wait()
+	stopLoad()
+	busy.Wait()
+	close(missed)
+	for m := range missed {
+		t.Error(m)
 	}
 }
