@@ -24,8 +24,11 @@ type SeqRecorder struct {
 	running bool
 }
 
-// seqCall is a Record call waiting for its number's commit.
+// seqCall is a Record call waiting for its number's commit; ctx is the
+// call's, whose values (its trace) the commit takes when it carries the
+// call first.
 type seqCall struct {
+	ctx  context.Context
 	num  SeqNum
 	done chan error
 }
@@ -39,14 +42,15 @@ func (s *Store) NewSeqRecorder(timeout time.Duration) *SeqRecorder {
 // Record records that the message numbered seq in producerID's sequence was
 // received, returning once that is committed. A number RecordSeq would
 // refuse is refused with ErrInvalid before it joins a commit; a commit that
-// fails fails every call it carried. When ctx ends first, Record returns
+// fails fails every call it carried. A commit shows in the trace of the
+// first call it carries. When ctx ends first, Record returns
 // its error and the number may still be recorded (recording is idempotent).
 func (r *SeqRecorder) Record(ctx context.Context, producerID string, seq int64) error {
 	n := SeqNum{ProducerID: producerID, Seq: seq}
 	if err := validSeq(n); err != nil {
 		return fmt.Errorf("record seq %d of producer %q: %w", seq, producerID, err)
 	}
-	c := seqCall{num: n, done: make(chan error, 1)}
+	c := seqCall{ctx: ctx, num: n, done: make(chan error, 1)}
 	r.mu.Lock()
 	r.queue = append(r.queue, c)
 	if !r.running {
@@ -82,7 +86,8 @@ func (r *SeqRecorder) commitAll() {
 		for i, c := range batch {
 			nums[i] = c.num
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+		// The commit runs under the first call's trace, never its cancellation.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].ctx), r.timeout)
 		err := r.s.RecordSeqs(ctx, nums)
 		cancel()
 		for _, c := range batch {
