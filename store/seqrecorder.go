@@ -43,8 +43,8 @@ func (s *Store) NewSeqRecorder(timeout time.Duration) *SeqRecorder {
 // received, returning once that is committed. A number RecordSeq would
 // refuse is refused with ErrInvalid before it joins a commit; a commit that
 // fails fails every call it carried. A commit shows in the trace of the
-// first call it carries. When ctx ends first, Record returns
-// its error and the number may still be recorded (recording is idempotent).
+// first call it carries. When ctx ends first, Record returns its error and
+// the number may still be recorded (recording is idempotent).
 func (r *SeqRecorder) Record(ctx context.Context, producerID string, seq int64) error {
 	n := SeqNum{ProducerID: producerID, Seq: seq}
 	if err := validSeq(n); err != nil {
