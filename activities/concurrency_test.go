@@ -41,7 +41,7 @@ func randomPath(rng *rand.Rand, id string) []fsm.Event {
 }
 
 // paidStatuses are the statuses at which purchase points are due
-// (DESIGN.md), written by hand.
+// (docs/design.md), written by hand.
 var paidStatuses = map[fsm.Status]bool{fsm.Paid: true, fsm.Shipped: true, fsm.Delivered: true, fsm.Completed: true}
 
 // checkLedgerOfPath checks an order's ledger rows against the path that

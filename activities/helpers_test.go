@@ -251,7 +251,7 @@ func count(t testing.TB, db *gorm.DB, table string) int64 {
 	return n
 }
 
-// checkInvariants checks DESIGN.md's database invariants on every order:
+// checkInvariants checks docs/design.md's database invariants on every order:
 // the points ledger agrees with the flags of the order row; a purchase row
 // holds one point per whole 100 cents of the amount of the event it names,
 // an event at a paid status; a refund row takes back the purchase at a

@@ -1,4 +1,4 @@
-// Package check verifies the five invariants of DESIGN.md on the database
+// Package check verifies the five invariants of docs/design.md on the database
 // after a scenario (package scenario) has been published and consumed.
 //
 // Verify compares the database with a scenario's expected-state file:

@@ -7,7 +7,7 @@ import (
 	"github.com/orderflow/orderflow/scenario"
 )
 
-// This file is the checker's own reading of the points rule of DESIGN.md. It
+// This file is the checker's own reading of the points rule of docs/design.md. It
 // shares no code with fsm, the package that applies the rule in the
 // pipeline: a wrong rule there must not be copied into the verdict.
 

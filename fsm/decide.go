@@ -70,7 +70,7 @@ type Decision struct {
 func PurchasePointsFor(amountCents int64) int64 { return amountCents / 100 }
 
 // Decide judges event e against the stored order o (nil when the order is
-// unknown), following the decision table of DESIGN.md. The event must be
+// unknown), following the decision table of docs/design.md. The event must be
 // valid (see Event.Validate) and belong to o's order. Decide is pure.
 func Decide(o *Order, e Event) Decision {
 	hash := e.ContentHash()

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// wantReach is the lifecycle of DESIGN.md written out by hand, independent
+// wantReach is the lifecycle of docs/design.md written out by hand, independent
 // of the looplab/fsm definition: wantReach[from] lists every status reachable
 // from `from` in zero or more steps.
 var wantReach = map[Status][]Status{
@@ -18,7 +18,7 @@ var wantReach = map[Status][]Status{
 	Cancelled: {Cancelled},
 }
 
-// paidStatus is DESIGN.md's rule written by hand: purchase points are due
+// paidStatus is docs/design.md's rule written by hand: purchase points are due
 // at every status from PAID on but CANCELLED.
 func paidStatus(s Status) bool { return s != Created && s != Cancelled }
 

@@ -13,7 +13,7 @@ import (
 	"unicode/utf8"
 )
 
-// Event is one order lifecycle event, as the message contract of DESIGN.md
+// Event is one order lifecycle event, as the message contract of docs/design.md
 // defines it. Every event is a full snapshot of the order.
 type Event struct {
 	EventID     string    `json:"event_id"`

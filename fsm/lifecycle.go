@@ -38,7 +38,7 @@ const (
 	EventCancel   = "cancel"
 )
 
-// transitions is the lifecycle of DESIGN.md:
+// transitions is the lifecycle of docs/design.md:
 //
 //	CREATED ──► PAID ──► SHIPPED ──► DELIVERED ──► COMPLETED
 //	   │          │

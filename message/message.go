@@ -1,5 +1,5 @@
 // Package message decodes and validates the body of an ORDER_EVENTS message
-// against the message contract of DESIGN.md, and explains every rejection
+// against the message contract of docs/design.md, and explains every rejection
 // with a short, stable reason.
 //
 // Decoding is strict about the fields the contract defines and lenient about

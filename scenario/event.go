@@ -7,7 +7,7 @@ import (
 )
 
 // This file is the generator's own reading of the message contract and the
-// lifecycle of DESIGN.md. It shares no code with fsm, the package the
+// lifecycle of docs/design.md. It shares no code with fsm, the package the
 // scenarios judge: a rule written wrongly there must not be copied into the
 // expectations.
 

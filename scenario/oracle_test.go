@@ -35,7 +35,7 @@ type ledgerRow struct {
 	points int64
 }
 
-// model is the consumer as DESIGN.md describes it, deciding with fsm: per
+// model is the consumer as docs/design.md describes it, deciding with fsm: per
 // order a serializer that knows every recorded business key.
 type model struct {
 	cur      map[string]*fsm.Order

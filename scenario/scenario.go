@@ -2,7 +2,7 @@
 // them to RocketMQ, and records the final state every order must reach.
 //
 // A scenario is deterministic from its seed: N orders walk lifecycle paths of
-// DESIGN.md (some cancelled before or after payment, some left open, some with
+// docs/design.md (some cancelled before or after payment, some left open, some with
 // data updates at the same status, terminal ones included), every event a
 // full snapshot with a producer ID and sequence number. Distortions are then
 // applied, each configurable: duplicates (the same body sent again, as a

@@ -32,7 +32,7 @@ import (
 
 // fakeDB stands in for the activities in the SDK's test environment: it
 // keeps orders, recorded keys and points in memory with the semantics of
-// DESIGN.md (decide with fsm, a repeat returns the first outcome).
+// docs/design.md (decide with fsm, a repeat returns the first outcome).
 type fakeDB struct {
 	mu       sync.Mutex
 	orders   map[string]fsm.Order

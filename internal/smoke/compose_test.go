@@ -22,7 +22,7 @@ import (
 	"github.com/orderflow/orderflow/internal/tracing"
 )
 
-// Local ports of the stack (scripts/stack.sh and DESIGN.md); docker-compose
+// Local ports of the stack (scripts/stack.sh and docs/design.md); docker-compose
 // publishes the same ones, so the two are interchangeable for a user.
 const (
 	portTemporalUI = "8233"

@@ -1,7 +1,7 @@
 // Package workflowtest helps integration tests drive OrderWorkflow on a real
 // Temporal server and PostgreSQL: it generates a scenario, delivers its
 // events with workflows.Deliver, waits until the database satisfies the
-// invariants of DESIGN.md and compares each workflow's state query with the
+// invariants of docs/design.md and compares each workflow's state query with the
 // tables.
 package workflowtest
 
