@@ -48,7 +48,7 @@ TEMPORAL ?= $(or $(ORDERFLOW_TEMPORAL_PROFILE),dev)
 TEMPORAL := $(TEMPORAL)
 export ORDERFLOW_TEMPORAL_PROFILE := $(TEMPORAL)
 
-.PHONY: up down status deps test test-short test-bench test-third-party lint vet demo bench chaos
+.PHONY: up down status deps test test-short test-bench test-third-party lint vet demo bench chaos doccheck
 
 ## up: start PostgreSQL, Temporal (UI on :8233), RocketMQ (with its proxy) and Redis where not running,
 ## then migrate database orderflow (orderflow migrate: the worker and the bridge only check the schema)
@@ -98,6 +98,13 @@ lint: $(STATICCHECK)
 chaos:
 	@GO=$(GO) scripts/chaos.sh
 
+## doccheck: check the documentation against the code, the reference it is
+## generated from, the chart, the compose file, the pinned Temporal CLI and
+## the benchmark's results (internal/doccheck; no service needed); make test
+## runs it first, make test-short among the unit tests
+doccheck:
+	$(GO) test -count=1 ./internal/doccheck ./config/internal/docgen
+
 ## test-short: the unit tests only, no service needed (about 20 s)
 test-short:
 	$(GO) test -short -count=1 ./...
@@ -115,7 +122,7 @@ test-third-party:
 	cd third_party/rocketmq-client-go && $(GO) test $(RACE) -count=1 ./internal ./internal/remote ./internal/utils ./primitive
 
 ## test: bring the stack up, then vet and run every test against it
-test: up lint
+test: doccheck up lint
 	@ORDERFLOW_CACHE=$(ORDERFLOW_CACHE) GO=$(GO) scripts/deploy-check.sh
 	$(GO) test $(RACE) $(GOTEST_FLAGS) $$($(GO) list ./... | grep -v -E '$(MQ_MATCH)|$(SERIAL_MATCH)')
 	$(GO) test $(GOTEST_FLAGS) $$($(GO) list ./... | grep -E '$(MQ_MATCH)')
