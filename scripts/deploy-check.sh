@@ -146,7 +146,7 @@ say "values without a Secret or a database URL, a database URL without TLS (unle
 
 # The two database roles: the Job alone reads the owner's URL, the worker
 # and the bridge the runtime role's (the deploy package's chart tests).
-ORDERFLOW_HELM=$HELM "$GO" test -count=1 -run 'TestChart(Splits|Refuses|RunsOneWorker)' ./deploy >"$work/roles.out" 2>&1 ||
-	{ cat "$work/roles.out"; say "FAIL: the chart's database roles"; exit 1; }
-say "the migration Job reads the owner's URL from a Secret of its own; the worker and the bridge the runtime role's; one worker Deployment per build of a rollout"
+ORDERFLOW_HELM=$HELM "$GO" test -count=1 -run 'TestChart(Splits|Refuses|RunsOneWorker|OpsJob)' ./deploy >"$work/roles.out" 2>&1 ||
+	{ cat "$work/roles.out"; say "FAIL: the chart's database roles, builds or operator Job"; exit 1; }
+say "the migration Job reads the owner's URL from a Secret of its own; the worker and the bridge the runtime role's; one worker Deployment per build of a rollout; the operator Job has the bridge's settings"
 say "ok"
