@@ -121,8 +121,9 @@ test-bench:
 test-third-party:
 	cd third_party/rocketmq-client-go && $(GO) test $(RACE) -count=1 ./internal ./internal/remote ./internal/utils ./primitive
 
-## test: bring the stack up, then vet and run every test against it
-test: doccheck up lint
+## test: install what the tests need (PgBouncer, the JDK: make deps), bring
+## the stack up, then vet and run every test against it
+test: doccheck deps up lint
 	@ORDERFLOW_CACHE=$(ORDERFLOW_CACHE) GO=$(GO) scripts/deploy-check.sh
 	$(GO) test $(RACE) $(GOTEST_FLAGS) $$($(GO) list ./... | grep -v -E '$(MQ_MATCH)|$(SERIAL_MATCH)')
 	$(GO) test $(GOTEST_FLAGS) $$($(GO) list ./... | grep -E '$(MQ_MATCH)')
