@@ -151,9 +151,13 @@ func TestChartSplitsTheDatabaseRoles(t *testing.T) {
 	if got := secretValue(t, release, "DATABASE_URL"); got != runtimeURL {
 		t.Errorf("the release's Secret holds %q, want the runtime URL", got)
 	}
-	for _, d := range []string{"orderflow-worker", "orderflow-bridge"} {
-		if s, k := databaseRef(t, find(objs, "Deployment", d)); s != "orderflow" || k != "DATABASE_URL" {
-			t.Errorf("%s reads DATABASE_URL from %s/%s, want the release's Secret orderflow", d, s, k)
+	workloads := findKind(objs, "Deployment", "orderflow-")
+	if len(workloads) < 2 {
+		t.Fatalf("want the worker and the bridge Deployments, got %d", len(workloads))
+	}
+	for _, d := range workloads {
+		if s, k := databaseRef(t, d); s != "orderflow" || k != "DATABASE_URL" {
+			t.Errorf("%v reads DATABASE_URL from %s/%s, want the release's Secret orderflow", dig(d, "metadata", "name"), s, k)
 		}
 	}
 	// The owner's Secret is a hook made before the Job and deleted after.

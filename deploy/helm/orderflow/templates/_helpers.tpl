@@ -43,33 +43,97 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 
 {{/*
-The worker builds to run, as a YAML list: one entry without a buildId for
-unversioned workers (without worker.versioning.deploymentName, or with
-worker.versioning.unversioned); with a deploymentName, one per build of
-worker.versioning.builds (or the chart's image tag alone), each with the
-suffix of its Deployment's name and its label.
+The rollout state, as a dict: what this revision runs and routes to.
+  newTag, newBuild: this release's image tag and build ID;
+  promoted: this release's build takes the tasks (worker.versioning.promote,
+    a first install, or current naming this build already);
+  pin: the workflow version this release's workers write (0: their newest):
+    current.workflowVersion, the newest the build this release upgrades from
+    replays, until the values name this release's build as current;
+  bridgeTag: the bridges' image tag (bridge.imageTag, else current's until
+    promoted);
+  target: the build the set-current hook makes current ("" for unversioned).
+*/}}
+{{- define "orderflow.rollout" -}}
+{{- $vv := .Values.worker.versioning }}
+{{- $cur := $vv.current | default dict }}
+{{- $newTag := .Values.image.tag | default .Chart.AppVersion }}
+{{- $newBuild := $vv.buildId | default $newTag }}
+{{- $settled := false }}
+{{- if $vv.deploymentName }}
+{{- $settled = and (not $vv.unversioned) (eq (toString $cur.buildId) $newBuild) }}
+{{- else }}
+{{- $settled = eq (toString $cur.tag) $newTag }}
+{{- end }}
+{{- $promoted := or $vv.promote .Release.IsInstall $settled (not $cur.tag) }}
+{{- $pin := 0 }}
+{{- if not (or $settled .Release.IsInstall (not $cur.tag)) }}
+{{- $pin = $cur.workflowVersion | default 0 }}
+{{- end }}
+{{- $bridgeTag := .Values.bridge.imageTag }}
+{{- if and (not $bridgeTag) (not $promoted) }}
+{{- $bridgeTag = $cur.tag }}
+{{- end }}
+{{- $target := $newBuild }}
+{{- if not $promoted }}
+{{- $target = ternary "" (toString $cur.buildId) (not (not $vv.unversioned)) }}
+{{- end }}
+newTag: {{ $newTag | quote }}
+newBuild: {{ $newBuild | quote }}
+promoted: {{ $promoted }}
+pin: {{ $pin }}
+bridgeTag: {{ $bridgeTag | default "" | quote }}
+target: {{ $target | quote }}
+{{- end }}
+
+{{/* A build ID as the suffix of a Kubernetes name and a label value. */}}
+{{- define "orderflow.buildLabel" -}}
+{{- regexReplaceAll "[^a-z0-9-]+" (lower .) "-" | trunc 40 | trimAll "-" }}
+{{- end }}
+
+{{/*
+The worker Deployments to run, as a YAML list. Without
+worker.versioning.deploymentName: one unversioned Deployment, <fullname>-worker.
+With it: this release's build, <fullname>-worker-<build>, and, until it is
+promoted, the build it upgrades from beside it (worker.versioning.current), on
+its own image: <fullname>-worker-<build>, or <fullname>-worker-unversioned when
+worker.versioning.unversioned (the upgrade that turns versioning on). Each versioned
+Deployment's selector has a label of its own (orderflow.io/worker-build), so
+that no Deployment, autoscaler or disruption budget counts another's pods.
 */}}
 {{- define "orderflow.workerBuilds" -}}
-{{- $vv := .Values.worker.versioning | default dict }}
-{{- if or (not $vv.deploymentName) $vv.unversioned }}
+{{- $vv := .Values.worker.versioning }}
+{{- $cur := $vv.current | default dict }}
+{{- $r := include "orderflow.rollout" . | fromYaml }}
+{{- if not $vv.deploymentName }}
 - suffix: ""
+  tag: ""
+  workflowVersion: {{ $r.pin }}
+{{- else }}
+{{- $newLabel := include "orderflow.buildLabel" $r.newBuild }}
+{{- if not $r.promoted }}
+{{- if $vv.unversioned }}
+- suffix: "-unversioned"
+  label: unversioned
+  tag: {{ $cur.tag | quote }}
+  workflowVersion: 0
+{{- else }}
+{{- $label := include "orderflow.buildLabel" (toString $cur.buildId) }}
+{{- if eq $label $newLabel }}
+{{- fail (printf "worker.versioning.current.buildId %q and this release's build %q make the same Deployment name" $cur.buildId $r.newBuild) }}
 {{- end }}
-{{- if $vv.deploymentName }}
-{{- $builds := $vv.builds | default (list (dict "buildId" (.Values.image.tag | default .Chart.AppVersion))) }}
-{{- $seen := dict }}
-{{- range $b := $builds }}
-{{- $label := regexReplaceAll "[^a-z0-9-]+" (lower $b.buildId) "-" | trunc 40 | trimAll "-" }}
-{{- if hasKey $seen $label }}
-{{- fail (printf "worker.versioning.builds: build IDs %q and %q make the same Deployment name" (get $seen $label) $b.buildId) }}
-{{- end }}
-{{- $_ := set $seen $label $b.buildId }}
 - suffix: {{ printf "-%s" $label | quote }}
   label: {{ $label | quote }}
-  buildId: {{ $b.buildId | quote }}
-  tag: {{ $b.tag | default "" | quote }}
-  replicas: {{ $b.replicas | default 0 }}
-  workflowVersion: {{ $b.workflowVersion | default 0 }}
+  buildId: {{ $cur.buildId | quote }}
+  tag: {{ $cur.tag | quote }}
+  workflowVersion: 0
 {{- end }}
+{{- end }}
+- suffix: {{ printf "-%s" $newLabel | quote }}
+  label: {{ $newLabel | quote }}
+  buildId: {{ $r.newBuild | quote }}
+  tag: ""
+  workflowVersion: {{ $r.pin }}
 {{- end }}
 {{- end }}
 
