@@ -97,7 +97,7 @@ for f in "$CHART"/ci/*-values.yaml; do
 done
 # helm template renders a first install; an upgrade (--is-upgrade) also runs
 # the build it upgrades from (worker.versioning.current) beside the new one.
-upgrade=(default ci-rollout)
+upgrade=(default ci-rollout ci-worker-controller)
 for name in "${upgrade[@]}"; do
 	sets[$name-upgrade]=${sets[$name]}
 done
@@ -112,7 +112,10 @@ for kv in $KUBERNETES_VERSIONS; do
 		[[ $name == *-upgrade ]] && is_upgrade=(--is-upgrade)
 		# shellcheck disable=SC2086
 		"$HELM" template orderflow $CHART --namespace orderflow --kube-version "$kv" "${is_upgrade[@]}" ${sets[$name]} "${files[@]}" >"$out"
-		summary=$("$KUBECONFORM" -strict -summary -kubernetes-version "$kv" -schema-location "$schema_location" "$out") ||
+		# The Temporal Worker Controller's WorkerDeployment and Connection are
+		# checked against its CRD schema by TestChartWorkerControllerResources
+		# (deploy/workercontroller/crd-facts.json), below.
+		summary=$("$KUBECONFORM" -strict -summary -skip WorkerDeployment,Connection -kubernetes-version "$kv" -schema-location "$schema_location" "$out") ||
 			{ echo "$summary"; say "FAIL: kubeconform ($name values, Kubernetes $kv)"; exit 1; }
 		kinds=$(sed -n 's/^kind: //p' "$out" | sort | uniq -c | awk '{printf "%s%s×%s", sep, $2, $1; sep=", "}')
 		say "Kubernetes $kv, $name values: helm lint ok; ${summary#Summary: } ($kinds)"
@@ -154,7 +157,7 @@ say "values without a Secret or a database URL, a database URL without TLS (unle
 
 # The two database roles: the Job alone reads the owner's URL, the worker
 # and the bridge the runtime role's (the deploy package's chart tests).
-ORDERFLOW_HELM=$HELM "$GO" test -count=1 -run 'TestChart(Splits|Refuses|RunsOneWorker|OpsJob|UpgradesSafely)' ./deploy >"$work/roles.out" 2>&1 ||
+ORDERFLOW_HELM=$HELM "$GO" test -count=1 -run 'TestChart(Splits|Refuses|RunsOneWorker|OpsJob|UpgradesSafely|WorkerController)' ./deploy >"$work/roles.out" 2>&1 ||
 	{ cat "$work/roles.out"; say "FAIL: the chart's database roles, builds or operator Job"; exit 1; }
-say "the migration Job reads the owner's URL from a Secret of its own; the worker and the bridge the runtime role's; a default upgrade keeps the current build beside the new one, pinned to what the current build replays, no selector overlapping; the operator Job has the bridge's settings"
+say "the migration Job reads the owner's URL from a Secret of its own; the worker and the bridge the runtime role's; a default upgrade keeps the current build beside the new one, pinned to what the current build replays, no selector overlapping; the operator Job has the bridge's settings; the WorkerDeployment and Connection match the Worker Controller's CRD schema (app version 1.8.1)"
 say "ok"

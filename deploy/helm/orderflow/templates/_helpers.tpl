@@ -60,7 +60,10 @@ The rollout state, as a dict: what this revision runs and routes to.
 {{- $newTag := .Values.image.tag | default .Chart.AppVersion }}
 {{- $newBuild := $vv.buildId | default $newTag }}
 {{- $settled := false }}
-{{- if $vv.deploymentName }}
+{{- $wc := .Values.workerController | default dict }}
+{{- if $wc.enabled }}
+{{- $settled = and (not $vv.unversioned) (eq (toString $cur.tag) $newTag) }}
+{{- else if $vv.deploymentName }}
 {{- $settled = and (not $vv.unversioned) (eq (toString $cur.buildId) $newBuild) }}
 {{- else }}
 {{- $settled = eq (toString $cur.tag) $newTag }}
@@ -105,7 +108,16 @@ that no Deployment, autoscaler or disruption budget counts another's pods.
 {{- $vv := .Values.worker.versioning }}
 {{- $cur := $vv.current | default dict }}
 {{- $r := include "orderflow.rollout" . | fromYaml }}
-{{- if not $vv.deploymentName }}
+{{- $wc := .Values.workerController | default dict }}
+{{- if $wc.enabled }}
+{{- /* The Worker Controller runs the versioned workers (worker-controller.yaml); unversioned ones stay until promoted. */}}
+{{- if and $vv.unversioned (not $r.promoted) }}
+- suffix: "-unversioned"
+  label: unversioned
+  tag: {{ $cur.tag | quote }}
+  workflowVersion: 0
+{{- end }}
+{{- else if not $vv.deploymentName }}
 - suffix: ""
   tag: ""
   workflowVersion: {{ $r.pin }}
