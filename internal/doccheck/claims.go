@@ -14,9 +14,9 @@ import (
 
 var (
 	jsonClaim     = regexp.MustCompile("JSON with `-json`[^\\n]*(?:\\n  [^\\n]*)*")
-	noDBClaim     = regexp.MustCompile("(?is)every (?:other )?subcommand[^.]*?(?:schema|migrate)[^.]*\\.(?:[^.]*\\bnot open\\b[^.]*\\.)?")
+	noDBClaim     = regexp.MustCompile(`(?is)every (?:other )?subcommand[^.]*?(?:schema|migrate)[^.]*\.(?:[^.]*\bnot open\b[^.]*\.)?`)
 	ruleClaim     = regexp.MustCompile("(?s)`ORDERFLOW_<SUBCOMMAND>_<FLAG>`.*?(?:\\n\\n|$)")
-	consentsClaim = regexp.MustCompile("(?s)consents\\s+are\\s+flags\\s+only.*?(?:\\n\\n|$)")
+	consentsClaim = regexp.MustCompile(`(?s)consents\s+are\s+flags\s+only.*?(?:\n\n|$)`)
 	codeSpan      = regexp.MustCompile("`([^`]+)`")
 )
 

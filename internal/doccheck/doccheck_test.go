@@ -507,16 +507,6 @@ func cost(c func(BenchEngine) BenchCell, key string) func(BenchEngine) []float64
 	}
 }
 
-func costs(c func(BenchEngine) BenchCell, keys ...string) func(BenchEngine) []float64 {
-	return func(e BenchEngine) []float64 {
-		var out []float64
-		for _, k := range keys {
-			out = append(out, cost(c, k)(e)...)
-		}
-		return out
-	}
-}
-
 // cpuPerThousand is the cores a group of processes used per 1,000
 // events/s in a cell.
 func cpuPerThousand(c func(BenchEngine) BenchCell, group string) func(BenchEngine) []float64 {

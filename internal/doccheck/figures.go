@@ -51,7 +51,7 @@ func ParseBenchRun(b []byte) (BenchRun, error) {
 	return r, nil
 }
 
-var recordCommits = regexp.MustCompile("(?m)^\\| commits \\| ([^|(]*)")
+var recordCommits = regexp.MustCompile(`(?m)^\| commits \| ([^|(]*)`)
 
 // RunsOfRecord returns the result files of the runs of record
 // BENCHMARKS.md names (its "commits" row), from the result files' names

@@ -94,7 +94,7 @@ func (r Reference) WithFlag(flag string) []Program {
 
 var (
 	section   = regexp.MustCompile(`^## (.+)$`)
-	sharedUse = regexp.MustCompile("^Shared settings it reads: (.*)\\.$")
+	sharedUse = regexp.MustCompile(`^Shared settings it reads: (.*)\.$`)
 	row       = regexp.MustCompile("^\\| (`([A-Z][A-Z0-9_]*)`( \\(secret\\))?|\\*flag only\\*) \\| `-([a-z0-9-]+)` \\| (`([^`]*)`|—) \\|")
 )
 
