@@ -72,6 +72,7 @@ type Handler struct {
 	deliverMany DeliverManyFunc
 	park        ParkFunc
 	record      RecordFunc    // nil: sequence numbers are not recorded
+	receipts    ReceiptFunc   // nil: receipts are not recorded
 	dedup       *dedup.Filter // nil: every valid event is signalled
 	metrics     *Metrics
 	retry       RetryPolicy
@@ -270,6 +271,9 @@ func (h *Handler) HandleBatch(ctx context.Context, msgs []*primitive.MessageExt)
 				h.share(p)
 			}
 		}
+	}
+	if firstErr == nil {
+		h.settleReceipts(ctx, ps)
 	}
 	var err error
 	for _, p := range ps {
@@ -743,6 +747,7 @@ func envelope(m *primitive.MessageExt) wire.Envelope {
 	env := wire.NewEnvelope(m.Topic, originalMessageID(m), m.GetKeys(), m.GetTags(), m.Body, storedAt,
 		mq.InflateRefused(m))
 	env.Compression, env.DecodeError = mq.Compression(m), mq.DecodeError(m)
+	env.Queue = queueOffset(m)
 	return env
 }
 

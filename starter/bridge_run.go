@@ -222,6 +222,9 @@ type bridgeDeps struct {
 	Park     bridge.ParkFunc
 	// Record, when set, records the sequence numbers of the messages acked.
 	Record bridge.RecordFunc
+	// Receipts, when set, records the receipts of the messages the bridge
+	// settles itself (recovery points).
+	Receipts bridge.ReceiptFunc
 	// Gaps, when set, reads the suspected losses for /metrics.
 	Gaps bridge.GapsFunc
 	// DeliverMany, when set, delivers several events of one order in one
@@ -253,6 +256,9 @@ func newBridge(cfg bridgeConfig, d bridgeDeps) (*Bridge, error) {
 	if d.Record != nil {
 		h.WithRecorder(d.Record)
 	}
+	if d.Receipts != nil {
+		h.WithReceipts(d.Receipts)
+	}
 	if d.Dedup != nil {
 		h.WithDedup(d.Dedup)
 	}
@@ -277,6 +283,7 @@ func newBridge(cfg bridgeConfig, d bridgeDeps) (*Bridge, error) {
 		AccessKey:          cfg.RocketMQAccessKey,
 		SecretKey:          cfg.RocketMQSecretKey,
 		TLS:                cfg.RocketMQTLSConf,
+		SentBack:           h.SentBack(cfg.AttemptTimeout),
 	}, h.HandleBatch)
 	if err != nil {
 		return nil, err
@@ -415,6 +422,12 @@ func serveBridge(ctx context.Context, stopSignals func(), cfg bridgeConfig, log 
 		defer closeRedis()
 	}
 
+	if err := seedRecoveryPoints(ctx, cfg, db, log); err != nil {
+		return err
+	}
+	stopPoints := movePoints(db, log)
+	defer stopPoints()
+
 	b, err := newBridge(cfg, bridgeDeps{
 		Log:         log,
 		Registry:    metrics.Registry,
@@ -422,6 +435,7 @@ func serveBridge(ctx context.Context, stopSignals func(), cfg bridgeConfig, log 
 		DeliverMany: temporalDeliverMany(tc, cfg.TaskQueue, cfg.Workflow),
 		Park:        storePark(db),
 		Record:      storeRecord(db.NewSeqRecorder(cfg.AttemptTimeout), log),
+		Receipts:    db.RecordReceipts,
 		Gaps:        storeGaps(db, cfg.GapWindow),
 		Dedup:       filter,
 		Checks:      []obs.Check{obs.TemporalCheck(tc), {Name: "postgres", Check: db.Ping}},

@@ -143,8 +143,12 @@ type Applied struct {
 // the message that carried the event, as received; a conflicting event is
 // parked with it (an empty src parks the event re-encoded).
 //
-// An invalid event is refused with an error wrapping ErrInvalid and
-// fsm.ErrInvalidEvent, and writes nothing. Otherwise ApplyEvent reads, decides
+// When src names the message's queue (src.Queue), its receipt is
+// recorded once the event's effect is written (RecordReceipts): the
+// database then proves that the message need not be delivered again after
+// a restore (RecoveryPoints). An invalid event is refused with an error
+// wrapping ErrInvalid and fsm.ErrInvalidEvent, and writes nothing but that
+// receipt. Otherwise ApplyEvent reads, decides
 // and writes with optimistic concurrency, each write being a single
 // statement and so its own transaction, so the business-key record always
 // commits together with the business write:
@@ -180,6 +184,10 @@ type Applied struct {
 // errors are returned wrapped and are retryable.
 func (s *Store) ApplyEvent(ctx context.Context, e fsm.Event, src wire.Envelope) (Applied, error) {
 	if err := e.Validate(); err != nil {
+		// The event can have no effect: its message is settled.
+		if rerr := s.receipt(ctx, src); rerr != nil {
+			return Applied{}, rerr
+		}
 		return Applied{}, invalid(err)
 	}
 	hash := e.ContentHash()
@@ -190,6 +198,13 @@ func (s *Store) ApplyEvent(ctx context.Context, e fsm.Event, src wire.Envelope) 
 			return Applied{}, fmt.Errorf("apply event %s: %w", e.Key(), err)
 		}
 		if !again {
+			// After the effect, never before it: a receipt says the
+			// database holds the message's effect. A failure here fails
+			// the call, whose retry finds the effect (a repeat) and
+			// records the receipt then.
+			if err := s.receipt(ctx, src); err != nil {
+				return Applied{}, fmt.Errorf("apply event %s: %w", e.Key(), err)
+			}
 			return res, nil
 		}
 		if attempt == maxApplyAttempts {

@@ -60,6 +60,26 @@ type Envelope struct {
 	// DecodeError is why the consumer could not decode the compressed
 	// body (not persisted; a dead letter's reason keeps it).
 	DecodeError string `json:"decode_error,omitempty"`
+	// Queue is where the broker holds the message: the queue it was
+	// consumed from (the retry topic's, for a redelivery) and its offset
+	// there. The store records a receipt of it with the message's effect
+	// (docs/design.md, recovery points); nil when unknown.
+	Queue *QueueOffset `json:"queue,omitempty"`
+}
+
+// QueueOffset is a message's place in the broker: a queue, named by its
+// topic, broker and ID, and the message's offset in it.
+type QueueOffset struct {
+	Topic   string `json:"topic"`
+	Broker  string `json:"broker"`
+	QueueID int    `json:"queue_id"`
+	Offset  int64  `json:"offset"`
+}
+
+// Valid reports whether q names a queue and an offset that can be
+// recorded.
+func (q QueueOffset) Valid() bool {
+	return q.Topic != "" && q.Broker != "" && q.QueueID >= 0 && q.Offset >= 0
 }
 
 // StillCompressed reports whether Body is still compressed, as stored,

@@ -12,7 +12,7 @@
 //	orderflow migrate [flags]   apply the pending schema migrations, then exit
 //	orderflow gaps [flags]      holes in the producers' sequences: suspected lost messages
 //	orderflow lag [flags]       the consumer group's backlog on the broker, per queue (-json for scripts)
-//	orderflow recover -since T  after a database restore to T: clear the duplicate filter, end runs that trust their memory, rewind (-yes; without it a dry run)
+//	orderflow recover           after a database restore: clear the duplicate filter, end runs that trust their memory, rewind to the restored database's recovery points (-yes; without it a dry run)
 //	orderflow rewind -to T      the consumer group consumes again every message since T (-yes; without it a dry run)
 //
 // Every subcommand takes the same configuration as the worker and the
@@ -54,7 +54,7 @@ var commands = []command{
 	{"migrate", "apply the pending schema migrations, then exit (the only command that changes the schema; the others refuse a schema of another version)", runMigrate},
 	{"gaps", "holes in the producers' sequences [-producer ID] [-gap-window 5m]; exit 1 on a suspected loss (-expected FILE: unless they are the run's lost events)", runGaps},
 	{"lag", "the consumer group's backlog on the broker, per queue of the topic and its retry topic [-json]", runLag},
-	{"recover", "after restoring the database from a backup taken at T, replay every event since: recover -since T -yes (without -yes: a dry run)", runRecover},
+	{"recover", "after restoring the database from a backup, replay every event whose effect it lacks: recover -yes (without -yes: a dry run)", runRecover},
 	{"rewind", "the bridges' consumer group consumes again every message since T: rewind -to T -yes (without -yes: a dry run)", runRewind},
 }
 

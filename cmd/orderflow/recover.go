@@ -18,12 +18,15 @@ import (
 	"github.com/orderflow/orderflow/config"
 	"github.com/orderflow/orderflow/dedup"
 	"github.com/orderflow/orderflow/internal/mq"
+	"github.com/orderflow/orderflow/internal/recovery"
+	"github.com/orderflow/orderflow/store"
 	"github.com/orderflow/orderflow/workflows"
 )
 
-// DefaultRecoverMargin is how far before the backup's time recover rewinds
-// the consumer group: messages stored a little before the backup may have
-// been applied only after it (the bridge and the worker lag the broker).
+// DefaultRecoverMargin is how far before the backup's time (-since)
+// recover rewinds a queue the restored database records no recovery point
+// for: messages stored a little before the backup may have been applied
+// only after it. Queues with a point need no time.
 const DefaultRecoverMargin = 5 * time.Minute
 
 // recoverTimeout bounds each of recover's and rewind's steps.
@@ -32,34 +35,45 @@ const recoverTimeout = 2 * time.Minute
 // recoverReport is what recover did, or in a dry run would do.
 type recoverReport struct {
 	DryRun bool `json:"dry_run"`
-	// Since is the backup's time; RewindTo the time the group is rewound
-	// to (Since minus the margin).
+	// Since is the backup's time, when given; Fallback the time a queue
+	// with no recovery point is rewound to (Since minus the margin).
 	Since    time.Time `json:"since,omitzero"`
-	RewindTo time.Time `json:"rewind_to"`
-	// Rewind is the consumer group's plan on the topic.
-	Rewind mq.RewindPlan `json:"rewind"`
+	Fallback time.Time `json:"fallback,omitzero"`
+	// Rewind is the consumer group's plan on the topic and its retry
+	// topic: each queue to its recovery point.
+	Rewind recovery.Plan `json:"rewind"`
+	// ConsumersOnline is the number of clients of the group connected.
+	ConsumersOnline int `json:"consumers_online"`
 	// RedisKeys is the number of the duplicate filter's Redis keys deleted
 	// (counted in a dry run); -1 when Redis is not configured.
 	RedisKeys int64 `json:"redis_keys"`
 	// OpenRuns counts the running order workflows of the task queue; Ended
-	// lists those ended
-	// (to end, in a dry run) because their code skips events on its
-	// memory's word.
+	// lists those ended (to end, in a dry run) because their code skips
+	// events on its memory's word.
 	OpenRuns int      `json:"open_runs"`
 	Ended    []string `json:"ended"`
+	// DeadLetters is the number of parked messages a dead-letter replay
+	// would deliver now; Replay the command that does it (those replayed
+	// after the backup lost their effect with the restore).
+	DeadLetters int    `json:"dead_letters_to_replay"`
+	Replay      string `json:"replay_command,omitempty"`
 }
 
-// runRecover is `orderflow recover -since T [-margin 5m] [-yes]`: after
-// orderflow's database was restored from a backup taken at T, it makes
-// every event since T take effect again, exactly once. It deletes the
-// duplicate filter's Redis keys (they would confirm as duplicates the
-// messages the database lost), ends the running order workflows whose code
-// skips an event on its memory's word (those older than
-// ChangeLocalActivities version 5; newer runs ask the database and reload),
-// and rewinds the bridge's consumer group to T minus the margin, so that
-// the broker delivers every message since again. The database itself is
-// not touched: it decides what each redelivered event does. Without -yes
-// it is a dry run that says what it would do.
+// runRecover is `orderflow recover [-since T] [-yes]`: after orderflow's
+// database was restored from a backup, it makes every event whose effect
+// the restored database lacks take effect again, exactly once. It reads,
+// from the restored database, each broker queue's recovery point (the
+// first message whose effect it may lack), deletes the duplicate filter's
+// Redis keys (they would confirm as duplicates the messages the database
+// lost), ends the running order workflows whose code skips an event on its
+// memory's word (those older than ChangeLocalActivities version 5; newer
+// runs ask the database and reload), counts the dead letters a replay
+// would deliver (one replayed after the backup lost its effect) and
+// rewinds the bridges' consumer group, queue by queue, to the points —
+// never past its committed offset. The database itself is not touched: it
+// judges each redelivered event. A queue the database has no point for is
+// rewound to -since minus -margin, and refused without -since. Without
+// -yes it is a dry run that says what it would do.
 func runRecover(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var (
 		cfg               config.Config
@@ -67,15 +81,17 @@ func runRecover(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		margin            time.Duration
 		yes, dryRun, asJS bool
 	)
-	s := config.NewSet("recover", "Usage: orderflow recover -since TIME [-yes] [flags]   (after restoring the database "+
-		"from a backup taken at TIME: replay every event since; without -yes a dry run)", stderr)
+	s := config.NewSet("recover", "Usage: orderflow recover [-since TIME] [-yes] [flags]   (after restoring the database "+
+		"from a backup: replay every event whose effect it lacks; without -yes a dry run)", stderr)
+	cfg.RegisterDatabase(s)
 	cfg.RegisterRocketMQ(s)
 	cfg.RegisterConsumerGroup(s)
 	cfg.RegisterRedis(s)
 	cfg.RegisterTemporal(s)
 	r := func(flag, usage string) config.Setting { return config.Own("ORDERFLOW_RECOVER_", flag, usage) }
-	s.String(&since, "", r("since", "the time of the backup the database was restored from: an RFC 3339 time, or a duration back from now (required)"))
-	s.Duration(&margin, DefaultRecoverMargin, r("margin", "rewind this much before -since: messages stored just before the backup may have been applied after it"))
+	s.String(&since, "", r("since", "the time of the backup the database was restored from, an RFC 3339 time or a duration back from now: "+
+		"needed only for queues the database records no recovery point for"))
+	s.Duration(&margin, DefaultRecoverMargin, r("margin", "rewind a queue with no recovery point this much before -since"))
 	s.Bool(&yes, false, consentFlag("yes", "act: without it recover is a dry run that says what it would do"))
 	s.Bool(&dryRun, false, r("dry-run", "only say what would be done (the default; refused with -yes)"))
 	s.Bool(&asJS, false, r("json", "print JSON for scripts"))
@@ -83,21 +99,21 @@ func runRecover(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	cfg.NormalizeRedis()
-	if since == "" {
-		return fmt.Errorf("%w: -since is required: the time of the backup the database was restored from", errUsage)
-	}
 	if yes && dryRun {
 		return fmt.Errorf("%w: -yes and -dry-run contradict each other", errUsage)
 	}
 	if margin < 0 {
 		return fmt.Errorf("%w: -margin %s must not be negative", errUsage, margin)
 	}
-	t, err := parseSince(since, time.Now())
-	if err != nil {
-		return err
+	rep := recoverReport{DryRun: !yes, RedisKeys: -1}
+	if since != "" {
+		t, err := parseSince(since, time.Now())
+		if err != nil {
+			return err
+		}
+		rep.Since, rep.Fallback = t, t.Add(-margin)
 	}
-	rep := recoverReport{DryRun: !yes, Since: t, RewindTo: t.Add(-margin), RedisKeys: -1}
-	err = recoverAll(ctx, cfg, &rep)
+	err := recoverAll(ctx, cfg, &rep)
 	if asJS {
 		if werr := writeJSON(stdout, rep); err == nil {
 			err = werr
@@ -111,21 +127,45 @@ func runRecover(ctx context.Context, args []string, stdout, stderr io.Writer) er
 // recoverAll plans every step, then, unless rep is a dry run, carries them
 // out: the Redis keys, the old runs, the rewind last (it starts the
 // redelivery). It refuses before changing anything when the bridges are
-// running or the broker no longer holds the messages to replay.
+// running, when a queue has no recovery point and no -since was given, or
+// when the broker no longer holds the messages to replay.
 func recoverAll(ctx context.Context, cfg config.Config, rep *recoverReport) error {
+	db, err := openStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	pctx, cancel := context.WithTimeout(ctx, recoverTimeout)
+	defer cancel()
+	points, err := db.RecoveryPoints(pctx)
+	if err != nil {
+		return err
+	}
 	rw, err := openRewinder(cfg)
 	if err != nil {
 		return err
 	}
 	defer rw.Close()
-	if rep.Rewind, err = planRewind(ctx, rw, cfg, rep.RewindTo); err != nil {
+	if rep.Rewind, err = recovery.PlanRewind(pctx, rw, points, cfg.ConsumerGroup, cfg.Topic, rep.Fallback); err != nil {
+		return fmt.Errorf("cannot read the consumer group's offsets from RocketMQ: %w", err)
+	}
+	for _, p := range rep.Rewind.Rewinds {
+		rep.ConsumersOnline = max(rep.ConsumersOnline, p.ConsumersOnline)
+	}
+	if err := checkPoints(rep.Rewind); err != nil {
 		return err
 	}
-	if err := checkRetention(rep.Rewind); err != nil {
+	if !rep.DryRun && rep.ConsumersOnline > 0 {
+		return consumersOnline(cfg.ConsumerGroup, rep.ConsumersOnline)
+	}
+	if rep.DeadLetters, err = replayableDeadLetters(ctx, db); err != nil {
 		return err
 	}
-	if !rep.DryRun && rep.Rewind.ConsumersOnline > 0 {
-		return consumersOnline(rep.Rewind)
+	if rep.DeadLetters > 0 {
+		rep.Replay = "orderflow dlq replay"
+		if rep.DeadLetters > replayLimitDefault {
+			rep.Replay += fmt.Sprintf(" -limit %d", rep.DeadLetters)
+		}
 	}
 	tc, err := dialTemporal(ctx, cfg, 30*time.Second)
 	if err != nil {
@@ -143,7 +183,68 @@ func recoverAll(ctx context.Context, cfg config.Config, rep *recoverReport) erro
 	if rep.DryRun {
 		return nil
 	}
-	return applyRewind(ctx, rw, rep.Rewind)
+	for _, p := range rep.Rewind.Rewinds {
+		if err := applyRewind(ctx, rw, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkPoints refuses a plan that would lose events: a queue with no
+// recovery point and no -since to rewind it by, or a queue whose point (or
+// fallback time) the broker's retention has passed.
+func checkPoints(p recovery.Plan) error {
+	if p.NoFallback {
+		var names []string
+		for _, q := range p.Queues {
+			if q.Source == recovery.NoPoint {
+				names = append(names, fmt.Sprintf("%s queue %d of broker %s", q.Topic, q.QueueID, q.Broker))
+			}
+		}
+		return fmt.Errorf("%w: the restored database records no recovery point for %d queues (%s): it predates them or the release "+
+			"that records them; give -since, the time of the backup, to rewind those to it minus -margin", errUsage, p.Unproved, strings.Join(names, ", "))
+	}
+	for _, q := range p.Missing() {
+		return fmt.Errorf("the broker no longer holds the messages from offset %d of %s queue %d of broker %s, where the restored database's "+
+			"recovery point is (the queue starts at offset %d; its retention, fileReservedTime, is shorter): the events of those messages "+
+			"cannot be replayed from it (docs/operating.md, restoring the database)", q.Point, q.Topic, q.QueueID, q.Broker, q.Min)
+	}
+	for _, r := range p.Rewinds {
+		var timed mq.RewindPlan
+		timed.To = r.To
+		for _, q := range r.Queues {
+			for _, pq := range p.Queues {
+				if pq.Source == recovery.FromTime && pq.Topic == q.Topic && pq.Broker == q.Broker && pq.QueueID == q.QueueID {
+					timed.Queues = append(timed.Queues, q)
+				}
+			}
+		}
+		if err := checkRetention(timed); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// replayLimitDefault is dlq replay's -limit default.
+const replayLimitDefault = 1000
+
+// replayableDeadLetters counts the dead letters `orderflow dlq replay`
+// would deliver now: parked, never replayed (as the restored database
+// says), valid events and no conflict.
+func replayableDeadLetters(ctx context.Context, db *store.Store) (int, error) {
+	items, err := judgeDeadLetters(ctx, db, store.DeadLetterFilter{Limit: 1 << 20})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, it := range items {
+		if it.Action == actionWouldDeliver {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // runRewind is `orderflow rewind -to TIME [-yes]`: the bridge's consumer
@@ -183,17 +284,16 @@ func runRewind(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer rw.Close()
-	rep := recoverReport{DryRun: !yes, RewindTo: t, RedisKeys: -1}
-	rep.Rewind, err = planRewind(ctx, rw, cfg, t)
+	plan, err := planRewind(ctx, rw, cfg, t)
 	if err == nil && yes {
-		err = applyRewind(ctx, rw, rep.Rewind)
+		err = applyRewind(ctx, rw, plan)
 	}
 	if asJS {
-		if werr := writeJSON(stdout, rep.Rewind); err == nil {
+		if werr := writeJSON(stdout, plan); err == nil {
 			err = werr
 		}
-	} else if rep.Rewind.Group != "" {
-		printRewind(stdout, rep)
+	} else if plan.Group != "" {
+		printRewind(stdout, plan, !yes)
 	}
 	return err
 }
@@ -237,7 +337,7 @@ func applyRewind(ctx context.Context, rw *mq.Rewinder, p mq.RewindPlan) error {
 	defer cancel()
 	if err := rw.Apply(actx, p); err != nil {
 		if errors.Is(err, mq.ErrConsumersOnline) {
-			return consumersOnline(p)
+			return consumersOnline(p.Group, p.ConsumersOnline)
 		}
 		return fmt.Errorf("rewind consumer group %s: %w", p.Group, err)
 	}
@@ -245,10 +345,10 @@ func applyRewind(ctx context.Context, rw *mq.Rewinder, p mq.RewindPlan) error {
 }
 
 // consumersOnline is the refusal while clients of the group are connected.
-func consumersOnline(p mq.RewindPlan) error {
+func consumersOnline(group string, n int) error {
 	return fmt.Errorf("%d clients of consumer group %s are connected: stop the bridges first (a running consumer "+
 		"commits its own offsets over the rewound ones), then run this again; the workers may keep running: %w",
-		p.ConsumersOnline, p.Group, mq.ErrConsumersOnline)
+		n, group, mq.ErrConsumersOnline)
 }
 
 // checkRetention refuses a rewind to a time before the oldest message the
@@ -331,11 +431,11 @@ func endMemoryRuns(ctx context.Context, c *temporalConn, taskQueue string, dryRu
 
 // printRecover says what recover did, or would do.
 func printRecover(w io.Writer, rep recoverReport) {
-	if rep.Rewind.Group == "" {
+	if len(rep.Rewind.Queues) == 0 {
 		return
 	}
 	verb := map[bool]string{true: "would ", false: ""}[rep.DryRun]
-	fmt.Fprintf(w, "recover from a database restored to %s\n", rep.Since.Format(time.RFC3339))
+	fmt.Fprintln(w, "recover after a database restore")
 	switch {
 	case rep.RedisKeys < 0:
 		fmt.Fprintln(w, "redis: not configured, nothing to clear")
@@ -351,17 +451,58 @@ func printRecover(w io.Writer, rep recoverReport) {
 		}
 		fmt.Fprintf(w, "  %s\n", id)
 	}
-	printRewind(w, rep)
+	p := rep.Rewind
+	fmt.Fprintf(w, "rocketmq: %srewind the consumer group to the restored database's recovery points: %d messages delivered again",
+		verb, p.Redeliver)
+	if p.Clamped > 0 {
+		fmt.Fprintf(w, "; %d queues' points are beyond the group's committed offsets, which are kept (%d messages not consumed yet, not skipped)",
+			countSource(p, recovery.FromCommitted), p.Clamped)
+	}
+	fmt.Fprintln(w)
+	if p.Unproved > 0 && !rep.Fallback.IsZero() {
+		fmt.Fprintf(w, "rocketmq: %d queues have no recovery point: rewound to %s (-since minus -margin)\n",
+			p.Unproved, rep.Fallback.Format(time.RFC3339))
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  TOPIC\tBROKER\tQUEUE\tMIN\tMAX\tCOMMITTED\tPOINT\tTARGET\tFROM")
+	for _, q := range p.Queues {
+		point := "-"
+		if q.Point >= 0 {
+			point = fmt.Sprint(q.Point)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%d\t%d\t%s\t%d\t%s\n", q.Topic, q.Broker, q.QueueID, q.Min, q.Max, q.Committed, point, q.Target, q.Source)
+	}
+	_ = tw.Flush()
+	if rep.DeadLetters > 0 {
+		fmt.Fprintf(w, "dead letters: %d parked messages are valid events a replay would deliver; any replayed after the backup lost its "+
+			"effect with the restore: once the bridges run again, run `%s`\n", rep.DeadLetters, rep.Replay)
+	}
+	if rep.ConsumersOnline > 0 {
+		fmt.Fprintf(w, "rocketmq: %d clients of the group are connected: stop the bridges before running this with -yes\n", rep.ConsumersOnline)
+	}
+	if rep.DryRun {
+		fmt.Fprintln(w, "dry run: nothing changed (-yes to act)")
+	}
 }
 
-// printRewind prints the rewind's plan, queue by queue.
-func printRewind(w io.Writer, rep recoverReport) {
-	p := rep.Rewind
-	verb := map[bool]string{true: "would rewind", false: "rewound"}[rep.DryRun]
+// countSource counts the queues of p whose target came from src.
+func countSource(p recovery.Plan, src recovery.Source) int {
+	n := 0
+	for _, q := range p.Queues {
+		if q.Source == src {
+			n++
+		}
+	}
+	return n
+}
+
+// printRewind prints a rewind's plan, queue by queue.
+func printRewind(w io.Writer, p mq.RewindPlan, dryRun bool) {
+	verb := map[bool]string{true: "would rewind", false: "rewound"}[dryRun]
 	fmt.Fprintf(w, "rocketmq: %s consumer group %s on %s to %s: %d messages delivered again",
-		verb, p.Group, p.Topic, rep.RewindTo.Format(time.RFC3339), p.Redeliver)
-	if p.Skip > 0 {
-		fmt.Fprintf(w, ", %d not yet consumed skipped", p.Skip)
+		verb, p.Group, p.Topic, p.To.Format(time.RFC3339), p.Redeliver)
+	if p.Clamped > 0 {
+		fmt.Fprintf(w, "; queues whose committed offset is before the time are kept there (%d messages not consumed yet, not skipped)", p.Clamped)
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -377,7 +518,7 @@ func printRewind(w io.Writer, rep recoverReport) {
 	if p.ConsumersOnline > 0 {
 		fmt.Fprintf(w, "rocketmq: %d clients of the group are connected: stop the bridges before running this with -yes\n", p.ConsumersOnline)
 	}
-	if rep.DryRun {
+	if dryRun {
 		fmt.Fprintln(w, "dry run: nothing changed (-yes to act)")
 	}
 }

@@ -19,7 +19,6 @@ import (
 // asked.
 func TestRecoverAndRewindUsage(t *testing.T) {
 	for _, args := range [][]string{
-		{"recover"},
 		{"recover", "-since", "yesterday"},
 		{"recover", "-since", "1h", "-yes", "-dry-run"},
 		{"recover", "-since", "1h", "-margin", "-1m"},
@@ -113,5 +112,27 @@ func TestRecoverRefusesWhileABridgeRuns(t *testing.T) {
 	}
 	if _, found, err := r.Get(context.Background(), k); err != nil || !found {
 		t.Errorf("the refused recover deleted the filter's key: found %v, %v", found, err)
+	}
+}
+
+// A queue the database records no recovery point for (here: none has
+// any) is refused without -since, naming the queues and changing nothing;
+// with -since its rewind comes from the time, and the report says so.
+func TestRecoverNeedsSinceForQueuesWithoutAPoint(t *testing.T) {
+	namesrv := testenv.RocketMQNamesrv(t)
+	testenv.RequireTemporal(t)
+	_, dsn := testenv.NewDatabase(t)
+	topic, group := uniq.Name("recover-np"), uniq.Name("recover-np-g")
+	testenv.CreateTopic(t, topic, 2)
+	testenv.Publish(t, topic, 4)
+	args := []string{"recover", "-database-url", dsn, "-rocketmq-namesrv", namesrv, "-topic", topic, "-consumer-group", group,
+		"-task-queue", uniq.Name("recover-np-tq")}
+	code, out, errOut := runCmd(args...)
+	if code != 2 || !strings.Contains(errOut, "no recovery point for 2 queues") || !strings.Contains(errOut, topic+" queue 0 of broker") {
+		t.Errorf("recover with no points and no -since: exit %d, want 2 naming the two queues\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = runCmd(append(args, "-since", "10m")...)
+	if code != 0 || !strings.Contains(out, "2 queues have no recovery point: rewound to") || !strings.Contains(out, "dry run: nothing changed") {
+		t.Errorf("recover -since 10m: exit %d\n%s%s", code, out, errOut)
 	}
 }

@@ -233,7 +233,7 @@ func TestPlantedSubcommandClaims(t *testing.T) {
 		want     string
 	}{
 		{"json", ref.CheckJSONClaim, "`check`, whose", "`audit`, whose", "whose -json prints no JSON"},
-		{"schema", ref.CheckDatabaseClaims, "`lag`, `recover` and `rewind` do not open it", "`lag` and `recover` do not open it", "never open the database: rewind"},
+		{"schema", ref.CheckDatabaseClaims, "`lag` and `rewind` do not open it", "`lag` does not open it", "never open the database: rewind"},
 		{"consents", ref.CheckConsentsClaim, "`recover -yes`, ", "", "the flag-only consents are"},
 		{"rule", ref.CheckVariableRuleClaim, "share `ORDERFLOW_DLQ_*`", "share theirs", "(ORDERFLOW_DLQ_"},
 	} {

@@ -67,6 +67,12 @@ type ConsumerConfig struct {
 	// the handler still compressed, and InflateRefused reports it. The
 	// bound is process-wide: the client decodes messages in shared code.
 	MaxInflatedBody int64
+	// SentBack, when set, is called with each message the broker took back
+	// into the group's retry topic (handed back, or past the client's
+	// consume timeout), after the broker accepted it and before the
+	// consumer's offset moves past it (third_party/rocketmq-client-go,
+	// ORDERFLOW.md, change 8). It runs on the consuming goroutine.
+	SentBack func(m *primitive.MessageExt)
 }
 
 // InflateRefused reports whether m is a compressed message whose body the
@@ -174,6 +180,7 @@ func NewBatchConsumer(cfg ConsumerConfig, h BatchHandler) (*Consumer, error) {
 		consumer.WithMaxReconsumeTimes(cfg.MaxReconsumeTimes),
 		consumer.WithCredentials(credentials(cfg.AccessKey, cfg.SecretKey)),
 		consumer.WithTLS(cfg.TLS),
+		consumer.WithSentBackHook(cfg.SentBack),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("mq: create consumer for group %s: %w", cfg.Group, err)

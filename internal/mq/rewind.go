@@ -33,8 +33,14 @@ type QueueRewind struct {
 	Committed int64
 	// Target is the offset the group will consume from after Apply: the
 	// first message stored at or after the plan's time, within [Min, Max]
-	// (Max when every stored message is older).
+	// (Max when every stored message is older), and never beyond
+	// Committed: a rewind moves a group back, never past messages it has
+	// not consumed.
 	Target int64
+	// Clamped is how many messages the group has not consumed yet that
+	// the plan's time would have skipped (it is later than the group's
+	// progress): Target was clamped to Committed. 0 otherwise.
+	Clamped int64 `json:",omitempty"`
 	// EarliestStoreTime is the store time of the oldest message the queue
 	// still holds; the zero time when it holds none.
 	EarliestStoreTime time.Time
@@ -50,18 +56,16 @@ func (q QueueRewind) Redelivered() int64 {
 	return 0
 }
 
-// Skipped is how many stored messages the group has not consumed yet from
-// the queue and never will after Apply, because the target is after the
-// committed offset (the plan's time is later than the group's progress);
-// 0 when the group has no committed offset.
-func (q QueueRewind) Skipped() int64 {
+// ClampToCommitted keeps the target at or before the committed offset (when the
+// group has one), counting in Clamped the messages it would have skipped.
+func (q *QueueRewind) ClampToCommitted() {
 	if q.Committed < 0 {
-		return 0
+		return
 	}
 	if from := max(q.Committed, q.Min); q.Target > from {
-		return q.Target - from
+		q.Clamped = q.Target - from
+		q.Target = from
 	}
-	return 0
 }
 
 // RewindPlan says what rewinding a consumer group on a topic to a point in
@@ -75,9 +79,10 @@ type RewindPlan struct {
 	// Redeliver is the number of messages the group will consume again,
 	// the sum of the queues' Redelivered.
 	Redeliver int64
-	// Skip is the number of messages the group will never consume, the sum
-	// of the queues' Skipped.
-	Skip int64
+	// Clamped is the number of messages not consumed yet that the time
+	// would have skipped, the sum of the queues' Clamped: the plan leaves
+	// those queues at their committed offsets instead.
+	Clamped int64
 	// Earliest is the store time of the oldest message the topic still
 	// holds, the earliest of the queues' EarliestStoreTime; the zero time
 	// when the topic holds none. Messages stored before it are gone: a
@@ -172,9 +177,10 @@ func (r *Rewinder) Plan(ctx context.Context, group, topic string, to time.Time) 
 		q := QueueRewind{Topic: topic, Broker: f.Queue.BrokerName, BrokerAddr: f.BrokerAddr, QueueID: f.Queue.QueueId,
 			Min: f.Min, Max: f.Max, Committed: c.Committed, Target: min(max(f.Offset, f.Min), f.Max),
 			EarliestStoreTime: f.EarliestStoreTime}
+		q.ClampToCommitted()
 		plan.Queues = append(plan.Queues, q)
 		plan.Redeliver += q.Redelivered()
-		plan.Skip += q.Skipped()
+		plan.Clamped += q.Clamped
 		if !q.EarliestStoreTime.IsZero() && (plan.Earliest.IsZero() || q.EarliestStoreTime.Before(plan.Earliest)) {
 			plan.Earliest = q.EarliestStoreTime
 		}

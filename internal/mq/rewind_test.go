@@ -65,8 +65,8 @@ func TestRewindPlanAndApply(t *testing.T) {
 	if plan.Group != group || plan.Topic != topic || !plan.To.Equal(mark) || len(plan.Queues) != 4 {
 		t.Fatalf("plan: group %s topic %s to %v, %d queues; want %s %s %v, 4", plan.Group, plan.Topic, plan.To, len(plan.Queues), group, topic, mark)
 	}
-	if plan.Redeliver != m || plan.Skip != 0 {
-		t.Errorf("plan redelivers %d and skips %d messages, want %d (published after the noted time) and 0", plan.Redeliver, plan.Skip, m)
+	if plan.Redeliver != m || plan.Clamped != 0 {
+		t.Errorf("plan redelivers %d and clamps %d messages, want %d (published after the noted time) and 0", plan.Redeliver, plan.Clamped, m)
 	}
 	for i, q := range plan.Queues {
 		if q.QueueID != i || q.Topic != topic || q.Broker == "" || q.BrokerAddr == "" {
@@ -233,7 +233,7 @@ func TestRewindPlanEarliestStoreTime(t *testing.T) {
 		} else if q.Max != 0 || !q.EarliestStoreTime.IsZero() {
 			t.Errorf("empty queue %d: max %d, earliest store time %v; want 0 and the zero time", q.QueueID, q.Max, q.EarliestStoreTime)
 		}
-		if q.Committed != -1 || q.Target != q.Min || q.Redelivered() != 0 || q.Skipped() != 0 {
+		if q.Committed != -1 || q.Target != q.Min || q.Redelivered() != 0 || q.Clamped != 0 {
 			t.Errorf("queue %d, a time before every message: %+v; want no committed offset and the target at min", q.QueueID, q)
 		}
 	}
@@ -374,4 +374,70 @@ func waitPlanOffline(t *testing.T, rw *mq.Rewinder, group, topic string, to time
 		return nil
 	})
 	return plan
+}
+
+// TestRewindNeverSkips: a plan to a time later than the group's progress
+// keeps each queue at its committed offset, counting the messages the time
+// would have skipped, and Apply leaves the offsets there: the group still
+// consumes every message it has not consumed yet.
+func TestRewindNeverSkips(t *testing.T) {
+	namesrv := testenv.RocketMQNamesrv(t)
+	topic, group := uniq.Name("rewind-skip"), uniq.Name("rewind-skip-g")
+	testenv.CreateTopic(t, topic, 2)
+	testenv.Publish(t, topic, 12)
+	testenv.WaitIndexed(t, namesrv, topic, 12)
+	r, err := mq.NewOffsetReader(namesrv, "", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	rw, err := mq.NewRewinder(namesrv, "", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rw.Close()
+	ctx := context.Background()
+	c := startCollecting(t, namesrv, topic, group)
+	waitCommittedAtMax(t, r, group, topic)
+	c.stop(t)
+	// Then the group has consumed the first message of each queue, and no
+	// more.
+	start := waitPlanOffline(t, rw, group, topic, time.Now().Add(-time.Hour))
+	for i := range start.Queues {
+		start.Queues[i].Target = start.Queues[i].Min + 1
+	}
+	if err := rw.Apply(ctx, start); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := rw.Plan(ctx, group, topic, time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var unconsumed int64
+	for _, q := range plan.Queues {
+		if q.Committed != q.Min+1 {
+			t.Fatalf("queue %d: committed %d, want %d", q.QueueID, q.Committed, q.Min+1)
+		}
+		if q.Target != q.Committed || q.Clamped != q.Max-q.Committed {
+			t.Errorf("queue %d: target %d, %d clamped; want the committed offset %d and %d clamped", q.QueueID, q.Target, q.Clamped,
+				q.Committed, q.Max-q.Committed)
+		}
+		unconsumed += q.Max - q.Committed
+	}
+	if plan.Clamped != unconsumed || plan.Redeliver != 0 || unconsumed != 10 {
+		t.Errorf("plan: %d clamped, %d redelivered; want the %d (10) messages not consumed clamped and none redelivered",
+			plan.Clamped, plan.Redeliver, unconsumed)
+	}
+	if err := rw.Apply(ctx, plan); err != nil {
+		t.Fatal(err)
+	}
+	after, err := rw.Plan(ctx, group, topic, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range after.Queues {
+		if q.Committed != q.Min+1 {
+			t.Errorf("queue %d: committed %d after Apply, want still %d", q.QueueID, q.Committed, q.Min+1)
+		}
+	}
 }

@@ -118,6 +118,11 @@ type consumerOptions struct {
 	Limiter Limiter
 
 	TraceDispatcher internal.TraceDispatcher
+
+	// SentBack, when set, is called with each message the broker took back
+	// (into the group's retry topic) before the consumer moves its offset
+	// past it. orderflow patch: change 8.
+	SentBack func(msg *primitive.MessageExt)
 }
 
 func defaultPushConsumerOptions() consumerOptions {
@@ -379,5 +384,16 @@ func WithLimiter(limiter Limiter) Option {
 func WithTLS(cfg *tls.Config) Option {
 	return func(opts *consumerOptions) {
 		opts.RemotingClientConfig = remote.WithTLS(opts.RemotingClientConfig, cfg)
+	}
+}
+
+// WithSentBackHook makes the consumer call f with each message the broker
+// took back into the group's retry topic (a message the callback handed
+// back, or one that ran past the consume timeout), after the broker
+// accepted it and before the consumer moves its offset past it. f runs on
+// the consuming goroutine. orderflow patch: change 8.
+func WithSentBackHook(f func(msg *primitive.MessageExt)) Option {
+	return func(opts *consumerOptions) {
+		opts.SentBack = f
 	}
 }

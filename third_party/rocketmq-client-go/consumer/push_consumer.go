@@ -941,6 +941,11 @@ func (pc *pushConsumer) sendMessageBack(brokerName string, msg *primitive.Messag
 		})
 		return false
 	}
+	// orderflow patch: change 8, tell the application which message the
+	// broker took back, before the offset moves past it.
+	if pc.option.SentBack != nil {
+		pc.option.SentBack(msg)
+	}
 	return true
 }
 
