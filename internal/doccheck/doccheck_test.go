@@ -15,29 +15,6 @@ import (
 // root is the repository's root, from this package.
 var root = filepath.Join("..", "..")
 
-// ownedElsewhere are findings in text that the release and recovery work
-// is rewriting right now (the chart, docker-compose.yml, deploying.md's
-// upgrade and Worker Versioning section, operating.md's restore runbook):
-// owned by the release/recovery work. A finding listed here is logged,
-// not failed; remove its entry once that text is fixed (an entry that
-// matches nothing is logged as stale).
-var ownedElsewhere = []struct{ page, contains string }{
-	// operating.md's restore runbook: the compose service is starter.
-	{"docs/operating.md", "docker-compose.yml has no service bridge"},
-	// deploying.md's upgrade steps: the SDK's counter is exported with _total.
-	{"docs/deploying.md", "temporal_workflow_task_execution_failed"},
-	// values.yaml: /readyz serves the last background result.
-	{"deploy/helm/orderflow/values.yaml", "/readyz runs its checks"},
-	// deploying.md's upgrade section: the image has no commit to default to.
-	{"docs/deploying.md", "binary's commit by default"},
-	// deploying.md's upgrade section: one helm upgrade applies both at once.
-	{"docs/deploying.md", "then the bridges roll"},
-	// deploying.md's "Turning versioning on": the unversioned Deployment runs the new image.
-	{"docs/deploying.md", "keeps the unversioned Deployment"},
-	// operating.md's restore runbook: the dry run prints how many keys.
-	{"docs/operating.md", "prints the Redis keys"},
-}
-
 // deliberatelyWrong are names the pages show as examples of wrong input.
 var deliberatelyWrong = []struct{ page, contains string }{
 	// "values.schema.json makes Helm refuse a misspelt value (`worker.replica`)".
@@ -48,10 +25,6 @@ var deliberatelyWrong = []struct{ page, contains string }{
 func report(t *testing.T, findings []Finding) {
 	t.Helper()
 	for _, f := range findings {
-		if listed(ownedElsewhere, f) {
-			t.Logf("known, owned by the release/recovery work: %s", f)
-			continue
-		}
 		if listed(deliberatelyWrong, f) {
 			continue
 		}
@@ -79,7 +52,7 @@ func TestAllowlistsMatch(t *testing.T) {
 	for _, v := range []string{"deploy/helm/orderflow/values.yaml"} {
 		all = append(all, CheckRefuted(Page{Name: v, Body: read(t, v)}, refuted)...)
 	}
-	for _, e := range append(slices.Clone(ownedElsewhere), deliberatelyWrong...) {
+	for _, e := range deliberatelyWrong {
 		if !slices.ContainsFunc(all, func(f Finding) bool { return listed([]struct{ page, contains string }{e}, f) }) {
 			t.Logf("stale allowlist entry (the text is fixed: drop it): %s %q", e.page, e.contains)
 		}
