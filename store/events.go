@@ -143,12 +143,13 @@ type Applied struct {
 // the message that carried the event, as received; a conflicting event is
 // parked with it (an empty src parks the event re-encoded).
 //
-// When src names the message's queue (src.Queue), its receipt is
-// recorded once the event's effect is written (RecordReceipts): the
-// database then proves that the message need not be delivered again after
-// a restore (RecoveryPoints). An invalid event is refused with an error
-// wrapping ErrInvalid and fsm.ErrInvalidEvent, and writes nothing but that
-// receipt. Otherwise ApplyEvent reads, decides
+// When src names the message's queue (src.Queue), the statement that
+// writes the event's effect (the decision, the repeat's count, the parked
+// conflict) also records the message's receipt, so that the two commit
+// together: the database then proves that the message need not be
+// delivered again after a restore (RecoveryPoints). An invalid event is
+// refused with an error wrapping ErrInvalid and fsm.ErrInvalidEvent, and
+// writes nothing but that receipt. Otherwise ApplyEvent reads, decides
 // and writes with optimistic concurrency, each write being a single
 // statement and so its own transaction, so the business-key record always
 // commits together with the business write:
@@ -198,13 +199,6 @@ func (s *Store) ApplyEvent(ctx context.Context, e fsm.Event, src wire.Envelope) 
 			return Applied{}, fmt.Errorf("apply event %s: %w", e.Key(), err)
 		}
 		if !again {
-			// After the effect, never before it: a receipt says the
-			// database holds the message's effect. A failure here fails
-			// the call, whose retry finds the effect (a repeat) and
-			// records the receipt then.
-			if err := s.receipt(ctx, src); err != nil {
-				return Applied{}, fmt.Errorf("apply event %s: %w", e.Key(), err)
-			}
 			return res, nil
 		}
 		if attempt == maxApplyAttempts {
@@ -268,7 +262,7 @@ const insertEventSQL = `INSERT INTO order_events (order_id, version, event_id, u
 // the version guard and the compare-and-set on the version read, and the
 // order_events row, inserted only if the upsert went through. It affects
 // one row, or none when the guard refused.
-const applySQL = `WITH up AS (
+var applySQL = `WITH up AS (
 	INSERT INTO orders (order_id, user_id, status, version, amount_cents, content_hash,
 		purchased, purchase_points, purchase_user_id, refunded)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -278,7 +272,8 @@ const applySQL = `WITH up AS (
 		purchased = EXCLUDED.purchased, purchase_points = EXCLUDED.purchase_points,
 		purchase_user_id = EXCLUDED.purchase_user_id, refunded = EXCLUDED.refunded, updated_at = now()
 	WHERE orders.version < EXCLUDED.version AND orders.version = ?
-	RETURNING 1)
+	RETURNING 1),
+` + receiptSQL(" FROM up") + `
 ` + insertEventSQL + `
 SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ` + messageIDsSQL + ` FROM up`
 
@@ -292,11 +287,11 @@ func applyOnce(db *gorm.DB, e fsm.Event, hash string, src wire.Envelope) (res Ap
 
 	if st.evHash != nil && *st.evHash == hash {
 		// A new message counts; a retry of the same delivery does not.
-		if err := db.Exec(`UPDATE order_events SET times_seen = times_seen + 1, last_seen_at = now(),
+		args := append(receiptArgs(src), src.MessageID, maxMessageIDs, src.MessageID, e.OrderID, e.Version, src.MessageID, src.MessageID)
+		if err := db.Exec(`WITH `+receiptSQL("")+` UPDATE order_events SET times_seen = times_seen + 1, last_seen_at = now(),
 				message_ids = CASE WHEN ?::text = '' OR cardinality(message_ids) >= ? THEN message_ids
 					ELSE message_ids || ?::text END
-			WHERE order_id = ? AND version = ? AND (?::text = '' OR NOT (?::text = ANY (message_ids)))`,
-			src.MessageID, maxMessageIDs, src.MessageID, e.OrderID, e.Version, src.MessageID, src.MessageID).Error; err != nil {
+			WHERE order_id = ? AND version = ? AND (?::text = '' OR NOT (?::text = ANY (message_ids)))`, args...).Error; err != nil {
 			return Applied{}, false, fmt.Errorf("count repeat: %w", err)
 		}
 		return Applied{Repeat: true, Decision: fsm.Decision{
@@ -333,10 +328,11 @@ func applyOnce(db *gorm.DB, e fsm.Event, hash string, src wire.Envelope) (res Ap
 	case fsm.Applied:
 		n := d.Next
 		args := append([]any{n.OrderID, n.UserID, string(n.Status), n.Version, n.AmountCents, n.ContentHash,
-			n.Purchased, n.PurchasePoints, nullID(n.PurchaseUserID), n.Refunded, st.order.Version}, eventArgs...)
-		w = db.Exec(applySQL, args...)
+			n.Purchased, n.PurchasePoints, nullID(n.PurchaseUserID), n.Refunded, st.order.Version}, receiptArgs(src)...)
+		w = db.Exec(applySQL, append(args, eventArgs...)...)
 	default:
-		w = db.Exec(insertEventSQL+` VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, `+messageIDsSQL+`)`, eventArgs...)
+		w = db.Exec(`WITH `+receiptSQL("")+` `+insertEventSQL+` VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, `+messageIDsSQL+`)`,
+			append(receiptArgs(src), eventArgs...)...)
 	}
 	switch {
 	case pgCode(w.Error) == "23505": // unique_violation: the key was recorded concurrently
@@ -364,6 +360,11 @@ func conflict(db *gorm.DB, e fsm.Event, cur fsm.Order, src wire.Envelope, reason
 		src.Body, src.Keys, src.Tags = body, e.OrderID, string(e.Status)
 	}
 	err := db.Transaction(func(tx *gorm.DB) error {
+		if src.Queue != nil && src.Queue.Valid() {
+			if err := tx.Exec(`WITH `+receiptSQL("")+` SELECT 1`, receiptArgs(src)...).Error; err != nil {
+				return fmt.Errorf("record receipt: %w", err)
+			}
+		}
 		if counted {
 			if err := tx.Exec(`UPDATE order_events SET conflicts = conflicts + 1
 				WHERE order_id = ? AND version = ?`, e.OrderID, e.Version).Error; err != nil {
@@ -386,6 +387,26 @@ const maxMessageIDs = 64
 // messageIDsSQL is the message_ids value of a business key first recorded
 // from a message: its ID, or none (two arguments, the ID twice).
 const messageIDsSQL = `CASE WHEN ?::text = '' THEN '{}'::text[] ELSE ARRAY[?::text] END`
+
+// receiptSQL is a data-modifying WITH item that records the receipt of
+// the message that carried an event in the statement that writes the
+// event's effect, so that the two commit together (recovery points,
+// recovery.go): five arguments, receiptArgs. from is "" or " FROM up",
+// to record it only when the CTE up wrote a row.
+func receiptSQL(from string) string {
+	return `receipt AS (INSERT INTO message_receipts (topic, broker, queue_id, queue_offset)
+	SELECT ?::text, ?::text, ?::int, ?::bigint` + from + ` WHERE ?::bool ON CONFLICT DO NOTHING)`
+}
+
+// receiptArgs are receiptSQL's arguments for src: its queue and offset,
+// and whether it names them (no receipt otherwise).
+func receiptArgs(src wire.Envelope) []any {
+	if src.Queue == nil || !src.Queue.Valid() {
+		return []any{"", "", 0, int64(0), false}
+	}
+	q := src.Queue
+	return []any{q.Topic, q.Broker, q.QueueID, q.Offset, true}
+}
 
 // nullID is a user ID column's value: NULL for 0 (none).
 func nullID(id int64) sql.NullInt64 { return sql.NullInt64{Int64: id, Valid: id > 0} }
