@@ -1,10 +1,12 @@
 package workflows_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -50,6 +52,23 @@ func TestPreviousReleaseReplays(t *testing.T) {
 	if len(files) == 0 {
 		t.Fatalf("no history recorded at the previous release's version %d in testdata/: record them with %s=%d",
 			workflows.PreviousReleaseVersion, recordWriteEnv, workflows.PreviousReleaseVersion)
+	}
+	// Every scenario, batched signals, continue-as-new and carried batches
+	// among them, as this code records it for the release (wN-*, or the
+	// unprefixed files while the release replays the newest version),
+	// replays on the release.
+	ours := fmt.Sprintf("w%d-", workflows.PreviousReleaseVersion)
+	for _, sc := range replayScenarios {
+		if !slices.ContainsFunc(files, func(f string) bool {
+			name := filepath.Base(f)
+			if workflows.LatestVersion <= workflows.PreviousReleaseVersion && !versionPrefix.MatchString(name) {
+				return strings.HasPrefix(name, sc)
+			}
+			return strings.HasPrefix(name, ours+sc)
+		}) {
+			t.Errorf("no history of scenario %s recorded at a version the previous release replays: record it with %s=%s %s=%d",
+				sc, recordEnv, sc, recordWriteEnv, workflows.PreviousReleaseVersion)
+		}
 	}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
