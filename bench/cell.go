@@ -104,7 +104,10 @@ type cellResult struct {
 	// Signals counts the bridge's SignalWithStart requests, retries
 	// included, or the direct floor's client's.
 	Signals int `json:",omitempty"`
-	// CPU is the machine's CPU use by process group over Elapsed.
+	// CPU is the machine's CPU use by process group over the cell's CPU
+	// window: /proc read at its start (a backlog's first effect, an open
+	// loop's first send) and at its end (the last key applied), so over
+	// Elapsed give or take the moment each end is seen (cpuWindow).
 	CPU *cpuShare `json:",omitempty"`
 	// Cost is the engine's work per event; nil for a sweep step.
 	Cost *engineCost `json:",omitempty"`
@@ -125,6 +128,11 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 		return b.runDirectCell(ctx, cc)
 	}
 	res := cellResult{Config: cc, Prefix: uniq.Name("b")}
+	w, err := procWindow(b.cpu)
+	if err != nil {
+		return res, err
+	}
+	defer w.Drop()
 	if cc.Floor {
 		b.floor = newFloorTracker(res.Prefix)
 	}
@@ -146,6 +154,24 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 	}
 	c := sc.Expected.Counts
 	res.Messages, res.Events, res.Duplicates = c.Messages, c.Events, c.Duplicates
+	// The CPU window: a backlog's from its first key applied, an open
+	// loop's from its first publish; to the last key applied.
+	windowStart := w.Start
+	if cc.Offered > 0 {
+		windowStart = nil
+	}
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	watch := func() {
+		if cc.Floor {
+			b.floor.watch(res.Events, windowStart, w.End)
+			return
+		}
+		go watchProgress(wctx, appliedKeys(db, res.Prefix), res.Events, progressInterval, windowStart, w.End)
+	}
+	if cc.Floor {
+		watch()
+	}
 	p, err := mq.NewProducer(b.cfg.RocketMQNamesrv, mq.WithProducerGroup(uniq.Name("bench-pub")), mq.WithTLS(b.tls))
 	if err != nil {
 		return res, err
@@ -169,6 +195,9 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 		return res, err
 	}
 	defer stop()
+	if !cc.Floor && cc.Offered <= 0 {
+		watch()
+	}
 	if cc.Offered > 0 {
 		publish := func(ctx context.Context, e fsm.Event) error {
 			_, err := p.PublishEvent(ctx, topic, e)
@@ -177,8 +206,13 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 		if err := b.warmUp(ctx, publish, cc.Floor, db); err != nil {
 			return res, fmt.Errorf("%s: %w", cc.Name, err)
 		}
+		w.Start()
 		if err := pub.run(ctx, cc.Offered*float64(res.Messages)/float64(res.Events)); err != nil {
 			return res, err
+		}
+		if !cc.Floor {
+			// The last key comes after the last publish: no polling before.
+			watch()
 		}
 	}
 	res.Publish = pub.took
@@ -190,8 +224,59 @@ func (b *bench) runCell(ctx context.Context, cc cellConfig) (cellResult, error) 
 			return res, fmt.Errorf("%s: engine work: %w", cc.Name, err)
 		}
 	}
-	return res, b.measure(ctx, db, &pub.sendLog, started, &res)
+	return res, b.measure(ctx, db, &pub.sendLog, started, w, &res)
 }
+
+// progressInterval is how often a cell of orderflow counts its keys applied
+// to see its CPU window's ends: a query of PostgreSQL's each time, during
+// a backlog's drain or an open loop's last moments.
+const progressInterval = 100 * time.Millisecond
+
+// watchProgress counts with count every interval until ctx ends or want
+// is reached: first runs once the count is above zero, last once it is
+// want or more. A failed count is tried again at the next interval.
+func watchProgress(ctx context.Context, count func(context.Context) (int, error), want int, interval time.Duration, first, last func()) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	started := false
+	for {
+		if n, err := count(ctx); err == nil {
+			if n > 0 && !started && first != nil {
+				first()
+			}
+			started = started || n > 0
+			if n >= want {
+				if last != nil {
+					last()
+				}
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// appliedKeys counts the keys of the cell's orders (IDs starting with
+// prefix) that order_events holds.
+func appliedKeys(db *database, prefix string) func(context.Context) (int, error) {
+	return func(ctx context.Context) (int, error) {
+		var n int
+		err := db.DB.WithContext(ctx).Raw(`SELECT count(*) FROM order_events WHERE starts_with(order_id, ?)`, prefix+"-").Row().Scan(&n)
+		if err != nil {
+			return 0, fmt.Errorf("count the keys applied: %w", err)
+		}
+		return n, nil
+	}
+}
+
+// cpuWindowWait bounds the wait for a CPU window's end once the cell
+// settled: its reading is under way, or its last key was seen a moment
+// ago.
+const cpuWindowWait = 2 * time.Second
 
 // closeCell terminates the cell's workflows, once its consumers stopped,
 // and drops its database, if it has one (nil: none).
@@ -301,9 +386,9 @@ func (b *bench) settle(ctx context.Context, cc cellConfig, db *database, exp *sc
 	return nil
 }
 
-// measure computes the cell's rate, CPU use and, open-loop, latencies from
-// its effects and when its messages were sent.
-func (b *bench) measure(ctx context.Context, db *database, pub *sendLog, started time.Time, res *cellResult) error {
+// measure computes the cell's rate, CPU use (over w) and, open-loop,
+// latencies from its effects and when its messages were sent.
+func (b *bench) measure(ctx context.Context, db *database, pub *sendLog, started time.Time, w *cpuWindow, res *cellResult) error {
 	var (
 		first, last time.Time
 		err         error
@@ -327,7 +412,11 @@ func (b *bench) measure(ctx context.Context, db *database, pub *sendLog, started
 		return fmt.Errorf("%s: the last effect (%s) is not after the start (%s)", res.Config.Name, last, begin)
 	}
 	res.Rate = float64(res.Events) / res.Elapsed.Seconds()
-	if sh, ok := b.cpu.Window(begin, last); ok {
+	sh, ok, err := w.Share(cpuWindowWait)
+	if err != nil {
+		slog.Warn("bench: the cell's CPU window", "cell", res.Config.Name, "err", err)
+	}
+	if ok {
 		res.CPU = &sh
 	}
 	return nil

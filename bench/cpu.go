@@ -3,11 +3,13 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/procfs"
@@ -106,12 +108,14 @@ func (sh cpuShare) String() string {
 	return sb.String()
 }
 
-// cpuSampler samples /proc in the background, so that the CPU use of a
-// window known only afterwards (a drain's first to last effect) can be read
-// from the samples around it.
+// cpuSampler samples /proc in the background, so that the engine's recent
+// CPU use can be read between cells (waitQuiet). It reads nothing while a
+// measured window is open (Pause), so that its own reads do not weigh on
+// what the window measures.
 type cpuSampler struct {
 	mu      sync.Mutex
 	samples []cpuSample
+	paused  atomic.Int32
 	stop    func()
 }
 
@@ -126,10 +130,12 @@ func startCPUSampler(ctx context.Context, interval time.Duration) *cpuSampler {
 		t := time.NewTicker(interval)
 		defer t.Stop()
 		for err == nil && ctx.Err() == nil {
-			if s, err := readCPU(fs); err == nil {
-				c.mu.Lock()
-				c.samples = append(c.samples, s)
-				c.mu.Unlock()
+			if c.paused.Load() == 0 {
+				if s, err := readCPU(fs); err == nil {
+					c.mu.Lock()
+					c.samples = append(c.samples, s)
+					c.mu.Unlock()
+				}
 			}
 			select {
 			case <-ctx.Done():
@@ -142,6 +148,16 @@ func startCPUSampler(ctx context.Context, interval time.Duration) *cpuSampler {
 
 // Stop ends the sampling.
 func (c *cpuSampler) Stop() { c.stop() }
+
+// Pause stops the sampling until the returned function is called (once or
+// more); pauses nest. A nil sampler has nothing to pause.
+func (c *cpuSampler) Pause() (resume func()) {
+	if c == nil {
+		return func() {}
+	}
+	c.paused.Add(1)
+	return sync.OnceFunc(func() { c.paused.Add(-1) })
+}
 
 // Window is the CPU use from the last sample at or before from to the first
 // at or after to; false when no samples enclose the window.
@@ -156,6 +172,115 @@ func (c *cpuSampler) Window(from, to time.Time) (cpuShare, bool) {
 	return shareBetween(c.samples[a], c.samples[b]), true
 }
 
+// cpuWindow reads the CPU counters of /proc at the start and at the end of
+// one measured window, each the moment its caller knows it has come (Start,
+// End), so that the window's CPU use is the difference of the two over
+// exactly its span, however short. From Start until End (or Drop) it
+// pauses the background sampler.
+type cpuWindow struct {
+	read  func() (cpuSample, error)
+	pause func() (resume func())
+
+	startOnce, endOnce sync.Once
+	ended              chan struct{}
+	mu                 sync.Mutex
+	start, end         *cpuSample
+	resume             func()
+	dropped            bool
+	err                error
+}
+
+// newCPUWindow is a window read with read, pausing with pause (nil: no
+// sampler to pause).
+func newCPUWindow(read func() (cpuSample, error), pause func() (resume func())) *cpuWindow {
+	if pause == nil {
+		pause = func() func() { return func() {} }
+	}
+	return &cpuWindow{read: read, pause: pause, ended: make(chan struct{})}
+}
+
+// procWindow is a window of the machine's /proc that pauses c.
+func procWindow(c *cpuSampler) (*cpuWindow, error) {
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		return nil, fmt.Errorf("open /proc: %w", err)
+	}
+	return newCPUWindow(func() (cpuSample, error) { return readCPU(fs) }, c.Pause), nil
+}
+
+// Start reads the counters at the window's start and pauses the sampler;
+// only its first call does, and none after Drop. It returns once they are
+// read.
+func (w *cpuWindow) Start() {
+	w.startOnce.Do(func() {
+		w.mu.Lock()
+		if w.dropped {
+			w.mu.Unlock()
+			return
+		}
+		w.resume = w.pause()
+		w.mu.Unlock()
+		s, err := w.read()
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if err != nil {
+			w.err = fmt.Errorf("CPU at the window's start: %w", err)
+			return
+		}
+		w.start = &s
+	})
+}
+
+// End reads the counters at the window's end, once a Start under way has
+// read its own, and resumes the sampler; only its first call does, and a
+// Start after it reads nothing. It returns once they are read.
+func (w *cpuWindow) End() {
+	w.endOnce.Do(func() {
+		defer close(w.ended)
+		w.startOnce.Do(func() {})
+		s, err := w.read()
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if err != nil {
+			w.err = errors.Join(w.err, fmt.Errorf("CPU at the window's end: %w", err))
+		} else {
+			w.end = &s
+		}
+		if w.resume != nil {
+			w.resume()
+		}
+	})
+}
+
+// Drop resumes the sampler, also for a window whose end never comes (a
+// cell that failed), and keeps a later Start from pausing it; a window
+// that ended keeps its figures.
+func (w *cpuWindow) Drop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.dropped = true
+	if w.resume != nil {
+		w.resume()
+	}
+}
+
+// Share is the CPU use between the window's start and its end, waiting at
+// most wait for an end under way; false when either reading is missing.
+func (w *cpuWindow) Share(wait time.Duration) (cpuShare, bool, error) {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-w.ended:
+	case <-t.C:
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.start == nil || w.end == nil {
+		return cpuShare{}, false, w.err
+	}
+	return shareBetween(*w.start, *w.end), true, w.err
+}
+
 // cpuCost is a cell's CPU time per distinct event, in milliseconds: the
 // engine's, and that of every process on the machine together.
 type cpuCost struct {
@@ -163,15 +288,17 @@ type cpuCost struct {
 	TotalMs  float64 `json:"total_ms"`
 }
 
-// costOf is the CPU time per distinct event of r, over the window its rate
-// is measured on; false when r has no CPU sample or no rate.
+// costOf is the CPU time per distinct event of r: what the processes used
+// over its CPU window (read at the window's start and at its end) over its
+// distinct events; false when r has no CPU reading or no event.
 func costOf(r *cellResult) (cpuCost, bool) {
-	if r == nil || r.CPU == nil || r.Rate <= 0 {
+	if r == nil || r.CPU == nil || r.CPU.Seconds <= 0 || r.Events <= 0 {
 		return cpuCost{}, false
 	}
 	var total float64
 	for _, cores := range r.CPU.Cores {
 		total += cores
 	}
-	return cpuCost{EngineMs: r.CPU.Cores["temporal"] * 1000 / r.Rate, TotalMs: total * 1000 / r.Rate}, true
+	perEvent := r.CPU.Seconds * 1000 / float64(r.Events)
+	return cpuCost{EngineMs: r.CPU.Cores["temporal"] * perEvent, TotalMs: total * perEvent}, true
 }

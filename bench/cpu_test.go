@@ -1,16 +1,21 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/prometheus/procfs"
+
+	"github.com/orderflow/orderflow/scenario"
 )
 
 // writeProc writes a /proc into dir, replacing what was there, and samples
@@ -144,18 +149,21 @@ func TestReadCPUSeesABusyProcess(t *testing.T) {
 }
 
 // TestCPUStages: the CPU time per event of the cells at 0.9 × capacity,
-// against figures worked out by hand: orderflow at 40 events/s with the
-// engine on 0.8 cores and 0.4 more elsewhere is 20 ms of the engine's and
-// 30 of all; the direct floor at 60 events/s with 1.2 and 0.3 cores is 20
-// and 25. A sweep without a CPU sample gives no figure, and without the
-// direct floor's or orderflow's there is no comparison.
+// the CPU seconds of each cell's window over its events, against figures
+// worked out by hand: orderflow's 800 events at 40 events/s, its window of
+// 20 s with the engine on 0.8 cores and 0.4 more elsewhere, is 20 ms of
+// the engine's and 30 of all; the direct floor's 1,200 at 60 events/s,
+// its window of 25 s (its ends seen later than its rate's) with 0.96 and
+// 0.24 cores, is 20 and 25. A sweep without a CPU reading gives no
+// figure, and without the direct floor's or orderflow's there is no
+// comparison.
 func TestCPUStages(t *testing.T) {
-	near := func(rate float64, cores map[string]float64) *sweepResult {
-		return &sweepResult{Capacity: rate / 0.9, Near: &cellResult{Rate: rate, CPU: &cpuShare{Cores: cores}}}
+	near := func(rate float64, events int, seconds float64, cores map[string]float64) *sweepResult {
+		return &sweepResult{Capacity: rate / 0.9, Near: &cellResult{Rate: rate, Events: events, CPU: &cpuShare{Seconds: seconds, Cores: cores}}}
 	}
 	er := engineResult{
-		Sweep:       near(40, map[string]float64{"temporal": 0.8, "worker": 0.2, "bridge": 0.2}),
-		DirectSweep: near(60, map[string]float64{"temporal": 1.2, "bench": 0.3}),
+		Sweep:       near(40, 800, 20, map[string]float64{"temporal": 0.8, "worker": 0.2, "bridge": 0.2}),
+		DirectSweep: near(60, 1200, 25, map[string]float64{"temporal": 0.96, "bench": 0.24}),
 		FloorSweep:  &sweepResult{Capacity: 50, Near: &cellResult{Rate: 45}},
 	}
 	er.stageRatios()
@@ -184,5 +192,168 @@ func TestCPUStages(t *testing.T) {
 	}
 	if d := describeCPUStages(er); d != "" {
 		t.Errorf("without the direct floor's figure: %q, want none", d)
+	}
+}
+
+// fakeWindow is a CPU window of the made-up /proc in dir (writeProc) that
+// pauses c.
+func fakeWindow(t *testing.T, dir string, c *cpuSampler) *cpuWindow {
+	t.Helper()
+	fs, err := procfs.NewFS(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newCPUWindow(func() (cpuSample, error) { return readCPU(fs) }, c.Pause)
+}
+
+// cpuSeconds is what each group of sh used in CPU seconds, and the idle
+// seconds.
+func cpuSeconds(sh cpuShare) (map[string]float64, float64) {
+	s := map[string]float64{}
+	for g, cores := range sh.Cores {
+		s[g] = cores * sh.Seconds
+	}
+	return s, sh.Idle * sh.Seconds
+}
+
+// TestCPUWindowReadsItsEnds: a window reads /proc when it starts and when
+// it ends, however short it is (here far shorter than the sampler's
+// interval, with no sample of the sampler's at all), and its share is the
+// difference of the two readings over their span; the sampler is paused
+// from the start to the end. A window dropped before its end has no share
+// and resumes the sampler; a read that fails is the share's error.
+func TestCPUWindowReadsItsEnds(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "proc")
+	writeProc(t, dir, 7000, map[int]string{10: "worker 500 40 2", 14: "temporal 900 100 0"})
+	c := &cpuSampler{}
+	w := fakeWindow(t, dir, c)
+	w.Start()
+	if n := c.paused.Load(); n != 1 {
+		t.Fatalf("the sampler's pauses after the start: %d, want 1", n)
+	}
+	writeProc(t, dir, 7010, map[int]string{10: "worker 500 60 12", 14: "temporal 900 300 0", 15: "bench 9100 5 0"})
+	w.End()
+	if n := c.paused.Load(); n != 0 {
+		t.Fatalf("the sampler's pauses after the end: %d, want 0", n)
+	}
+	w.Start() // too late: nothing changes
+	sh, ok, err := w.Share(0)
+	if !ok || err != nil || sh.Seconds <= 0 || sh.Seconds > 0.5 {
+		t.Fatalf("share %+v, %v, %v; want one over the few milliseconds between the readings", sh, ok, err)
+	}
+	// worker +30 ticks, temporal +200, bench all 5 (started after the
+	// start); idle +10 ticks and iowait +1.
+	got, idle := cpuSeconds(sh)
+	want := map[string]float64{"worker": 0.3, "temporal": 2, "bench": 0.05}
+	if len(got) != len(want) || math.Abs(idle-0.11) > 1e-9 {
+		t.Fatalf("CPU seconds %v, idle %.3f; want %v, idle 0.11", got, idle, want)
+	}
+	for g, s := range want {
+		if math.Abs(got[g]-s) > 1e-9 {
+			t.Errorf("%s: %.4f CPU seconds, want %.4f", g, got[g], s)
+		}
+	}
+
+	dropped := fakeWindow(t, dir, c)
+	dropped.Start()
+	dropped.Drop()
+	if n := c.paused.Load(); n != 0 {
+		t.Errorf("the sampler's pauses after a drop: %d, want 0", n)
+	}
+	began := time.Now()
+	if _, ok, err := dropped.Share(20 * time.Millisecond); ok || err != nil || time.Since(began) < 20*time.Millisecond {
+		t.Errorf("a window without its end: share %v, %v after %s; want none after the 20 ms wait", ok, err, time.Since(began))
+	}
+	early := fakeWindow(t, dir, c)
+	early.Drop()
+	early.Start()
+	if n := c.paused.Load(); n != 0 {
+		t.Errorf("a start after the drop paused the sampler: %d pauses", n)
+	}
+
+	errRead := errors.New("no /proc")
+	broken := newCPUWindow(func() (cpuSample, error) { return cpuSample{}, errRead }, c.Pause)
+	broken.Start()
+	broken.End()
+	if _, ok, err := broken.Share(0); ok || !errors.Is(err, errRead) || c.paused.Load() != 0 {
+		t.Errorf("failed readings: share %v, error %v, pauses %d; want none, the read's error, 0", ok, err, c.paused.Load())
+	}
+}
+
+// TestFloorCellCPUWindow: a floor cell's window starts with its first key
+// received and ends with the last (not with a duplicate, nor a key of
+// another prefix), and measure takes the cell's CPU from it, though the
+// background sampler has no sample of the window at all.
+func TestFloorCellCPUWindow(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "proc")
+	writeProc(t, dir, 7000, map[int]string{14: "temporal 900 100 0"})
+	c := &cpuSampler{}
+	w := fakeWindow(t, dir, c)
+	tr := newFloorTracker("o")
+	tr.watch(3, w.Start, w.End)
+	tr.note(scenario.Key{OrderID: "o-1", Version: 1})
+	for deadline := time.Now().Add(5 * time.Second); c.paused.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first key did not start the window")
+		}
+	}
+	for _, k := range []scenario.Key{{OrderID: "o-1", Version: 1}, {OrderID: "warm-1", Version: 1}, {OrderID: "o-1", Version: 2}} {
+		tr.note(k)
+	}
+	if _, ok, _ := w.Share(50 * time.Millisecond); ok {
+		t.Fatal("the window ended before its last key")
+	}
+	writeProc(t, dir, 7100, map[int]string{14: "temporal 900 250 0"})
+	tr.note(scenario.Key{OrderID: "o-2", Version: 1})
+	b := &bench{cpu: c, floor: tr}
+	res := cellResult{Config: cellConfig{Name: "floor", Floor: true}, Events: 3}
+	if err := b.measure(context.Background(), nil, &sendLog{}, time.Now(), w, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.CPU == nil {
+		t.Fatal("the cell has no CPU figure")
+	}
+	if got, _ := cpuSeconds(*res.CPU); math.Abs(got["temporal"]-1.5) > 1e-9 || res.Rate <= 0 || c.paused.Load() != 0 {
+		t.Errorf("CPU seconds %v at %.1f events/s, %d pauses; want temporal 1.5 at a rate, none", got, res.Rate, c.paused.Load())
+	}
+
+	// A cell of one key starts and ends its window with it, in that order.
+	writeProc(t, dir, 7100, map[int]string{14: "temporal 900 250 0"})
+	one := fakeWindow(t, dir, c)
+	tr = newFloorTracker("p")
+	tr.watch(1, one.Start, one.End)
+	tr.note(scenario.Key{OrderID: "p-1", Version: 1})
+	if sh, ok, err := one.Share(5 * time.Second); !ok || err != nil || sh.Seconds <= 0 {
+		t.Errorf("a window of one key: %+v, %v, %v", sh, ok, err)
+	}
+}
+
+// TestWatchProgress: the count's first rise above zero runs first, once;
+// reaching want runs last and ends the watch; an error is counted again;
+// an end of ctx ends it without last.
+func TestWatchProgress(t *testing.T) {
+	counts := []int{0, -1, 0, 3, 5, 7, 9}
+	i := 0
+	var calls []string
+	count := func(context.Context) (int, error) {
+		n := counts[min(i, len(counts)-1)]
+		i++
+		if n < 0 {
+			return 0, errors.New("down")
+		}
+		return n, nil
+	}
+	watchProgress(context.Background(), count, 6, time.Millisecond,
+		func() { calls = append(calls, fmt.Sprintf("first at %d", counts[i-1])) },
+		func() { calls = append(calls, fmt.Sprintf("last at %d", counts[i-1])) })
+	if want := []string{"first at 3", "last at 7"}; !slices.Equal(calls, want) || i != 6 {
+		t.Errorf("calls %v after %d counts, want %v after 6", calls, i, want)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	calls, i, counts = nil, 0, []int{1}
+	watchProgress(ctx, count, 6, time.Millisecond, nil, func() { calls = append(calls, "last") })
+	if len(calls) != 0 || i < 2 {
+		t.Errorf("an unfinished watch ran %v after %d counts", calls, i)
 	}
 }

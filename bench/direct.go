@@ -161,6 +161,11 @@ func directCell(cc cellConfig, inFlight int) cellConfig {
 // workflows received every event.
 func (b *bench) runDirectCell(ctx context.Context, cc cellConfig) (cellResult, error) {
 	res := cellResult{Config: cc, Prefix: uniq.Name("b")}
+	w, err := procWindow(b.cpu)
+	if err != nil {
+		return res, err
+	}
+	defer w.Drop()
 	b.floor = newFloorTracker(res.Prefix)
 	sc, err := cellScenario(cc, res.Prefix, uniq.Name("bench-direct"))
 	if err != nil {
@@ -168,6 +173,13 @@ func (b *bench) runDirectCell(ctx context.Context, cc cellConfig) (cellResult, e
 	}
 	c := sc.Expected.Counts
 	res.Messages, res.Events, res.Duplicates = c.Messages, c.Events, c.Duplicates
+	// The CPU window: a backlog's from its first key received, an open
+	// loop's from its first signal; to the last key received.
+	if cc.Offered > 0 {
+		b.floor.watch(res.Events, nil, w.End)
+	} else {
+		b.floor.watch(res.Events, w.Start, w.End)
+	}
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	tc, err := obs.NewTemporalClient(dctx, b.cfg, slog.Default(), nil)
 	cancel()
@@ -194,6 +206,7 @@ func (b *bench) runDirectCell(ctx context.Context, cc cellConfig) (cellResult, e
 		if err := b.warmUp(ctx, signal, true, nil); err != nil {
 			return res, fmt.Errorf("%s: %w", cc.Name, err)
 		}
+		w.Start()
 	}
 	started := time.Now()
 	if err := s.run(ctx, cc.Offered*float64(res.Messages)/float64(res.Events)); err != nil {
@@ -209,5 +222,5 @@ func (b *bench) runDirectCell(ctx context.Context, cc cellConfig) (cellResult, e
 			return res, fmt.Errorf("%s: engine work: %w", cc.Name, err)
 		}
 	}
-	return res, b.measure(ctx, nil, &s.sendLog, started, &res)
+	return res, b.measure(ctx, nil, &s.sendLog, started, w, &res)
 }

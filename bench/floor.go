@@ -23,16 +23,31 @@ import (
 // floorWorkflow, which only receives its signals.
 
 // floorTracker notes when the floor's workflows first received each key of
-// the cell's orders (prefix), its "effects", and every order it heard of.
+// the cell's orders (prefix), its "effects", and every order it heard of;
+// with watch, it also tells when the first and the last of them came.
 type floorTracker struct {
 	mu       sync.Mutex
 	prefix   string
 	seen     map[scenario.Key]time.Time
 	orderIDs map[string]bool
+	// want is how many keys make the last; first and last run when the
+	// first key and the want-th arrive (watch).
+	want        int
+	first, last func()
 }
 
 func newFloorTracker(prefix string) *floorTracker {
 	return &floorTracker{prefix: prefix + "-", seen: map[scenario.Key]time.Time{}, orderIDs: map[string]bool{}}
+}
+
+// watch has first run when the first of the cell's keys arrives and last
+// when the want-th does (nil: nothing), in a goroutine of their own so
+// that the workflow noting the key does not wait for them (both in one,
+// first first, when one key is all it wants).
+func (t *floorTracker) watch(want int, first, last func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.want, t.first, t.last = want, first, last
 }
 
 // note records k as received now, unless it was before.
@@ -40,8 +55,23 @@ func (t *floorTracker) note(k scenario.Key) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.orderIDs[k.OrderID] = true
-	if _, ok := t.seen[k]; !ok && strings.HasPrefix(k.OrderID, t.prefix) {
-		t.seen[k] = time.Now()
+	if _, ok := t.seen[k]; ok || !strings.HasPrefix(k.OrderID, t.prefix) {
+		return
+	}
+	t.seen[k] = time.Now()
+	var run []func()
+	if len(t.seen) == 1 && t.first != nil {
+		run = append(run, t.first)
+	}
+	if len(t.seen) == t.want && t.last != nil {
+		run = append(run, t.last)
+	}
+	if len(run) > 0 {
+		go func() {
+			for _, f := range run {
+				f()
+			}
+		}()
 	}
 }
 

@@ -67,7 +67,9 @@ type bench struct {
 	logDir               string
 	// bridgeMetrics is the metrics address of the current cell's bridge.
 	bridgeMetrics string
-	// cpu samples the machine's processes for the whole run.
+	// cpu samples the machine's processes for the whole run, but for the
+	// cells' measured windows (each read at its own ends: cpuWindow), so
+	// that a sweep's cell can wait for the engine to be quiet.
 	cpu *cpuSampler
 	// e is the current engine and tc its client; floor receives the
 	// current floor cell's events.

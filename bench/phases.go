@@ -98,7 +98,7 @@ func (b *bench) drain(ctx context.Context, er *engineResult, phase string) error
 	if !cc.Floor {
 		er.E2E = r
 		if r.CPU != nil {
-			b.printf("cpu:      %s drain, first to last effect (%.1fs sampled), cores used of %d: %s",
+			b.printf("cpu:      %s drain, first to last effect (%.1fs, /proc read at both), cores used of %d: %s",
 				r.Config.Name, r.CPU.Seconds, runtime.NumCPU(), r.CPU)
 		}
 		b.printf("cost:     %s", r.Cost)
