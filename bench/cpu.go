@@ -16,9 +16,10 @@ import (
 )
 
 // cpuGroups names the group of a process by its command name; any other
-// process is in group "other".
+// process is in group "other". Redis is the bridges' shared duplicate
+// filter.
 var cpuGroups = map[string]string{"temporal": "temporal", "temporal-server": "temporal", "postgres": "postgres",
-	"java": "rocketmq", "worker": "worker", "starter": "bridge", "bench": "bench"}
+	"java": "rocketmq", "worker": "worker", "starter": "bridge", "bench": "bench", "redis-server": "redis"}
 
 // procCPU is one process in a sample: its group, its start time (clock
 // ticks after boot, which tells a reused process ID apart) and the user +

@@ -56,7 +56,8 @@ func writeProc(t *testing.T, dir string, idle int, procs map[int]string) cpuSamp
 // TestShareBetweenFakeProc samples a made-up /proc twice, 2 s apart, and
 // checks the shares against figures worked out by hand: a process in both
 // samples (same ID and start time) counts by its delta, one started after
-// the first sample in full, any other not at all.
+// the first sample in full, any other not at all; each in its command's
+// group (Redis's its own), any other command in "other".
 func TestShareBetweenFakeProc(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "proc")
 	a := writeProc(t, dir, 7000, map[int]string{10: "worker 500 40 2", 11: "postgres 600 900 0",
@@ -66,7 +67,7 @@ func TestShareBetweenFakeProc(t *testing.T) {
 	}
 	b := writeProc(t, dir, 7300, map[int]string{
 		10: "worker 500 60 12",       // +30 ticks
-		12: "redis-server 9000 70 0", // a new process on a reused ID: all of it
+		12: "redis-server 9000 70 0", // a new process on a reused ID: all of it, Redis's group
 		13: "postgres 800 70 0",      // +10 ticks; 11 exited: left out
 		14: "temporal 900 300 0",     // +200 ticks
 		15: "bench 9100 26 0",        // started after the first sample: all of it
@@ -75,7 +76,7 @@ func TestShareBetweenFakeProc(t *testing.T) {
 	})
 	a.At, b.At = time.Unix(0, 0), time.Unix(2, 0)
 	sh := shareBetween(a, b)
-	want := map[string]float64{"worker": 0.15, "postgres": 0.05, "temporal": 1.0, "other": 0.45, "bench": 0.13}
+	want := map[string]float64{"worker": 0.15, "postgres": 0.05, "temporal": 1.0, "redis": 0.35, "other": 0.1, "bench": 0.13}
 	if len(sh.Cores) != len(want) || math.Abs(sh.Idle-1.65) > 1e-9 || sh.Seconds != 2 {
 		t.Fatalf("shares %v over %.1f s, idle %.3f; want %v over 2 s, idle 1.65", sh.Cores, sh.Seconds, sh.Idle, want)
 	}
@@ -84,7 +85,7 @@ func TestShareBetweenFakeProc(t *testing.T) {
 			t.Errorf("%s: %.4f cores, want %.4f", g, sh.Cores[g], w)
 		}
 	}
-	if got := sh.String(); got != "temporal 1.00, other 0.45, worker 0.15, bench 0.13, postgres 0.05, idle 1.65" {
+	if got := sh.String(); got != "temporal 1.00, redis 0.35, worker 0.15, bench 0.13, other 0.10, postgres 0.05, idle 1.65" {
 		t.Errorf("String() = %q", got)
 	}
 	// The window 0.5 s .. 1.5 s is enclosed by the samples at 0 s and 2 s;
