@@ -104,6 +104,9 @@ type cellResult struct {
 	// Signals counts the bridge's SignalWithStart requests, retries
 	// included, or the direct floor's client's.
 	Signals int `json:",omitempty"`
+	// Filtered counts the direct floor's messages left out as copies of
+	// their key's first content, as the bridge's duplicate filter would.
+	Filtered int `json:",omitempty"`
 	// CPU is the machine's CPU use by process group over the cell's CPU
 	// window: /proc read at its start (a backlog's first effect, an open
 	// loop's first send) and at its end (the last key applied), so over

@@ -27,9 +27,13 @@ import (
 // event becomes a workflows.Deliver (SignalWithStart of the order's
 // workflow ID, the order-event signal, the bridge's start options and
 // workflow defaults) and a bad message no signal (the bridge parks it).
-// There is no duplicate filter: a duplicate is signalled again, and the
-// floor's tracker counts each key's first receipt. At most
-// -direct-in-flight signals are in flight, an order's in publish order.
+// A copy of the content its business key was first signalled with gets no
+// signal either, as the bridge's duplicate filter would ack it (Redis and
+// the ledger hold a key's first content, and the in-flight table a copy
+// of one under way): so the floor does the work the bridge would ask of
+// it, no more. A conflicting copy (same key, other content) is signalled,
+// as the filter passes it on to the workflow. At most -direct-in-flight
+// signals are in flight, an order's in publish order.
 
 // directSender signals a cell's messages to the workflows of its task
 // queue and logs when each was sent.
@@ -42,12 +46,35 @@ type directSender struct {
 	inFlight int
 	// signals counts the SignalWithStart requests sent.
 	signals atomic.Int64
+	// firstContent is the content hash each business key was first
+	// signalled with, and filtered how many messages were left out as
+	// copies of it.
+	firstContent map[fsm.Key]string
+	filtered     int
 }
 
 // newDirectSender is the sender of msgs to the workflows of taskQueue,
 // with at most inFlight signals in flight.
 func newDirectSender(tc client.Client, taskQueue, topic string, msgs []scenario.Message, inFlight int) *directSender {
-	return &directSender{sendLog: newSendLog(msgs), tc: tc, taskQueue: taskQueue, topic: topic, inFlight: max(inFlight, 1)}
+	return &directSender{sendLog: newSendLog(msgs), tc: tc, taskQueue: taskQueue, topic: topic, inFlight: max(inFlight, 1),
+		firstContent: map[fsm.Key]string{}}
+}
+
+// duplicate reports whether e is a copy of the content its business key
+// was first signalled with (the bridge's filter would ack it without a
+// signal), and notes e's content when its key is new.
+func (s *directSender) duplicate(e fsm.Event) bool {
+	k, hash := e.Key(), e.ContentHash()
+	first, ok := s.firstContent[k]
+	if !ok {
+		s.firstContent[k] = hash
+		return false
+	}
+	if first == hash {
+		s.filtered++
+		return true
+	}
+	return false
 }
 
 // deliver signals e, which src carried (nil: none), to its order's
@@ -67,9 +94,10 @@ func (s *directSender) envelope(i int, sentAt time.Time) wire.Envelope {
 
 // run signals the messages in order at rate messages/s (0: as fast as the
 // signals in flight allow) and waits until every signal returned. A
-// message is sent when a signal slot is free (at its time or later); an
-// order's signal waits for the order's previous one. The first signal
-// that fails stops the sending, and its error is returned.
+// message is sent when a signal slot is free (at its time or later): a
+// bad one or a duplicate (duplicate) then gets no signal; an order's
+// signal waits for the order's previous one. The first signal that fails
+// stops the sending, and its error is returned.
 func (s *directSender) run(ctx context.Context, rate float64) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -88,7 +116,7 @@ func (s *directSender) run(ctx context.Context, rate float64) error {
 		s.sent[i] = time.Now()
 		env := s.envelope(i, s.sent[i])
 		r := message.Parse(env)
-		if r.Rejection != nil {
+		if r.Rejection != nil || s.duplicate(r.Event) {
 			<-slots
 			continue
 		}
@@ -216,7 +244,7 @@ func (b *bench) runDirectCell(ctx context.Context, cc cellConfig) (cellResult, e
 	if err := waitFloor(ctx, b.floor, res.Events, settleWait); err != nil {
 		return res, fmt.Errorf("%s: %w", cc.Name, err)
 	}
-	res.Signals = int(s.signals.Load())
+	res.Signals, res.Filtered = int(s.signals.Load()), s.filtered
 	if !cc.noCost {
 		if err := b.measureCost(ctx, nil, before, costSample(sc.Messages, costSampleOrders), &res); err != nil {
 			return res, fmt.Errorf("%s: engine work: %w", cc.Name, err)

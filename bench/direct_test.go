@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"maps"
 	"reflect"
 	"strconv"
 	"sync"
@@ -68,12 +69,19 @@ func directScenario(t *testing.T) *scenario.Scenario {
 	return sc
 }
 
-// TestDirectSenderSignalsAsTheBridge: every message but the bad ones is
-// signalled once, duplicates included, as the bridge signals an event
-// alone (workflow ID, signal, start options, workflow type and defaults,
-// the message as its source); an order's signals go in publish order;
-// the signals in flight stay within the bound; every message has a send
-// time.
+// sameContent reports whether a and b have the same content.
+func sameContent(a, b scenario.Content) bool {
+	return a.UserID == b.UserID && a.Status == b.Status && a.AmountCents == b.AmountCents && a.OccurredAt.Equal(b.OccurredAt)
+}
+
+// TestDirectSenderSignalsAsTheBridge: what the bridge's duplicate filter
+// would let through is signalled, once: each business key's first
+// message, and every message whose content differs from that first one
+// (a conflict), but no copy of the first content and no bad message; each
+// as the bridge signals an event alone (workflow ID, signal, start
+// options, workflow type and defaults, the message as its source); an
+// order's signals go in publish order; the signals in flight stay within
+// the bound; every message has a send time.
 func TestDirectSenderSignalsAsTheBridge(t *testing.T) {
 	sc := directScenario(t)
 	rec := &signalRecorder{}
@@ -81,17 +89,45 @@ func TestDirectSenderSignalsAsTheBridge(t *testing.T) {
 	if err := s.run(context.Background(), 0); err != nil {
 		t.Fatal(err)
 	}
-	valid, bad := 0, 0
-	for _, m := range sc.Messages {
+	// The messages that must be signalled, by their number in the stream.
+	want := map[int]bool{}
+	first := map[scenario.Key]scenario.Content{}
+	bad, copies, conflicts := 0, 0, 0
+	for i, m := range sc.Messages {
 		if m.Kind == scenario.KindBad {
 			bad++
-		} else {
-			valid++
+			continue
+		}
+		k, c := m.Event.Key(), m.Event.Content()
+		f, seen := first[k]
+		switch {
+		case !seen:
+			first[k] = c
+			want[i+1] = true
+		case sameContent(f, c):
+			copies++
+		default:
+			conflicts++
+			want[i+1] = true
 		}
 	}
-	if len(rec.calls) != valid || int(s.signals.Load()) != valid || bad == 0 || sc.Expected.Counts.Duplicates == 0 {
-		t.Fatalf("%d signals (counted %d) of %d valid messages (%d bad, %d duplicates)",
-			len(rec.calls), s.signals.Load(), valid, bad, sc.Expected.Counts.Duplicates)
+	// A duplicate of a conflicting copy is a conflict too: the filter
+	// holds a key's first content.
+	if bad == 0 || copies == 0 || conflicts == 0 || copies+conflicts < sc.Expected.Counts.Duplicates {
+		t.Fatalf("the scenario has %d bad messages, %d copies of a first content, %d conflicts (%d duplicates); want some of each",
+			bad, copies, conflicts, sc.Expected.Counts.Duplicates)
+	}
+	got := map[int]bool{}
+	for _, c := range rec.calls {
+		i, _ := strconv.Atoi(c.delivery.Source.MessageID)
+		if got[i] {
+			t.Errorf("message %d signalled twice", i)
+		}
+		got[i] = true
+	}
+	if !maps.Equal(got, want) || int(s.signals.Load()) != len(want) || s.filtered != copies {
+		t.Fatalf("%d signals (counted %d), %d left out; want the %d messages the bridge's filter lets through, %d copies left out",
+			len(got), s.signals.Load(), s.filtered, len(want), copies)
 	}
 	if rec.most > 4 || rec.most < 2 {
 		t.Errorf("at most %d signals in flight, want 2 to 4", rec.most)

@@ -14,8 +14,9 @@
 //     (openloop.go);
 //   - direct: the engine's direct floor (direct.go): the e2e scenario's
 //     messages signalled to floorWorkflow by the benchmark's own client,
-//     no broker and no bridge, at most -direct-in-flight signals in
-//     flight: as fast as that allows, then its capacity sweep the same
+//     no broker and no bridge, copies of a key's first content left out
+//     as the bridge's duplicate filter would, at most -direct-in-flight
+//     signals in flight: as fast as that allows, then its capacity sweep the same
 //     way, and each stage's capacity (engine; + broker and bridge; +
 //     orderflow's workflow and SQL).
 //

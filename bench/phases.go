@@ -405,8 +405,8 @@ func ms(d time.Duration) string {
 // describeDrain is the line of a cell that drained a backlog.
 func describeDrain(r cellResult) string {
 	if r.Config.Direct {
-		return fmt.Sprintf("%d messages (%d distinct events, %d duplicates, %d orders) signalled by the benchmark's client, no broker, no bridge (at most %d signals in flight), to the floor's no-op workflow worker: received in %.1fs = %.1f events/s; %d signals; first receipt %.1fs after the first signal (sending took %.1fs)",
-			r.Messages, r.Events, r.Duplicates, r.Config.Orders, r.Config.InFlight,
+		return fmt.Sprintf("%d messages (%d distinct events, %d duplicates, %d orders) signalled by the benchmark's client, no broker, no bridge (at most %d signals in flight; %d copies of a key's first content left out, as the bridge's duplicate filter would), to the floor's no-op workflow worker: received in %.1fs = %.1f events/s; %d signals; first receipt %.1fs after the first signal (sending took %.1fs)",
+			r.Messages, r.Events, r.Duplicates, r.Config.Orders, r.Config.InFlight, r.Filtered,
 			r.Elapsed.Seconds(), r.Rate, r.Signals, r.Startup.Seconds(), r.Publish.Seconds())
 	}
 	consumer := "a worker process"
