@@ -18,7 +18,8 @@ func TestParseRejectsBadFlags(t *testing.T) {
 		{"-orders", "0"},
 		{"-sweep-start", "0"},
 		{"-sweep-factor", "1"},
-		{"-sweep-bisections", "0"},
+		{"-sweep-within", "0"},
+		{"-sweep-within", "1"},
 		{"-phases", "e2e,abba"},
 		{"-phases", "abba", "-abba-env", "ORDERFLOW_BRIDGE_DEDUP=false"},
 		{"-phases", "e2e,abba", "-abba-env", "NOVALUE"},
@@ -51,9 +52,14 @@ func TestParseRejectsBadFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (sweepPlan{Start: 0.3, Factor: 1.5, MaxSteps: 6, Bisections: 2, Step: 15 * time.Second, Cell: 20 * time.Second}); o.sweep != want ||
+	if want := (sweepPlan{Start: 0.3, Factor: 1.5, MaxSteps: 10, Within: 0.05, Step: 30 * time.Second, Cell: 20 * time.Second}); o.sweep != want ||
 		o.hotEvents != 2000 || o.dupRate != 0.5 || o.dupOrders != 300 || o.resultsDir != "bench/results" {
 		t.Errorf("defaults: sweep %+v, hot events %d, dup rate %v on %d orders, results %q", o.sweep, o.hotEvents, o.dupRate, o.dupOrders, o.resultsDir)
+	}
+	// A default step fails a rate within the sweep's resolution over
+	// capacity by its backlog's latency.
+	if seen := o.sweep.overloadSeen(); seen <= 0 || seen >= o.sweep.Within {
+		t.Errorf("a default step sees a backlog from %.3f over capacity on, not within the resolution %.2f", seen, o.sweep.Within)
 	}
 	if !slices.Equal(o.engines, []string{"dev", "server"}) || o.serverShards != 4 || o.directInFlight != 64 {
 		t.Errorf("defaults: engines %v, shards %d, direct floor's signals in flight %d", o.engines, o.serverShards, o.directInFlight)

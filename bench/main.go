@@ -155,9 +155,9 @@ func parse(args []string) (config.Config, options, error) {
 	fs.Int(&o.directInFlight, 64, bs("direct-in-flight", "SignalWithStart requests the direct floor's client has in flight at most (an order's one at a time)"))
 	fs.Float(&o.sweep.Start, 0.3, bs("sweep-start", "orderflow's capacity sweep's first rate, as a share of its backlog drain's rate (the pipeline floor's starts at orderflow's capacity, the direct floor's at the pipeline floor's, else at this share of its own drain's rate)"))
 	fs.Float(&o.sweep.Factor, 1.5, bs("sweep-factor", "the capacity sweep's step up (or down while no step passed)"))
-	fs.Int(&o.sweep.MaxSteps, 6, bs("sweep-steps", "at most this many steps per sweep"))
-	fs.Int(&o.sweep.Bisections, 2, bs("sweep-bisections", "steps between the highest pass and the lowest fail: the capacity is within sweep-factor^(1/2^N) of where the goal fails"))
-	fs.Duration(&o.sweep.Step, 15*time.Second, bs("sweep-step", "how long each step's rate is offered"))
+	fs.Int(&o.sweep.MaxSteps, 10, bs("sweep-steps", "at most this many steps per sweep"))
+	fs.Float(&o.sweep.Within, 0.05, bs("sweep-within", "the sweep bisects between the highest pass and the lowest fail until the lowest fail is within this share of the highest pass (the capacity's resolution)"))
+	fs.Duration(&o.sweep.Step, 30*time.Second, bs("sweep-step", "how long each step's rate is offered: a rate 1 s / sweep-step over capacity (3.3% at 30s) builds a backlog that fails p99 <= 1 s within the step"))
 	fs.Duration(&o.sweep.Cell, 20*time.Second, bs("sweep-cell", "how long 0.5 and 0.9 x the capacity are offered"))
 	fs.String(&enginesFlag, "dev,server", bs("engines", "Temporal engines to measure on, in this order: dev, the dev server (SQLite, ports 7433, 7442 and 8433); server, the Temporal server on the stack's PostgreSQL (7333-7342 and 8333)"))
 	fs.String(&abbaFlag, "", bs("abba-env", "the abba phase's B: variables added to the worker's and the bridge's environment, KEY=VALUE separated by spaces "+
@@ -222,8 +222,8 @@ func (o options) check() error {
 	if !(o.sweep.Start > 0 && o.sweep.Factor > 1) {
 		return fmt.Errorf("-sweep-start must be > 0 and -sweep-factor > 1, got %g and %g", o.sweep.Start, o.sweep.Factor)
 	}
-	if o.sweep.Bisections < 1 {
-		return fmt.Errorf("-sweep-bisections must be at least 1, got %d", o.sweep.Bisections)
+	if !(o.sweep.Within > 0 && o.sweep.Within < 1) {
+		return fmt.Errorf("-sweep-within must be within (0, 1), got %g", o.sweep.Within)
 	}
 	if !(o.dupRate > 0 && o.dupRate <= 1) {
 		return fmt.Errorf("-dup-rate must be within (0, 1], got %g", o.dupRate)

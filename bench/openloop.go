@@ -26,16 +26,33 @@ const (
 )
 
 // sweepPlan is how a capacity sweep steps: from Start × the drain rate,
-// times Factor until a step fails, then Bisections steps between the
-// highest pass and the lowest fail (their geometric mean; at least one),
-// at most MaxSteps steps of Step each; the cells at 0.5 and 0.9 × the
-// capacity last Cell each. The capacity it finds is within
-// Factor^(1/2^Bisections) of the rate where the goal starts to fail.
+// times Factor until a step fails, then between the highest pass and the
+// lowest fail (their geometric mean) until the lowest fail is within
+// Within (a share) of the highest pass, at most MaxSteps steps of Step
+// each; the cells at 0.5 and 0.9 × the capacity last Cell each. The
+// capacity it finds is the highest pass, within Within of the rate where
+// the goal starts to fail.
+//
+// A step must be long enough to see a backlog grow: offered a share x
+// over what the consumers keep up with, a backlog of x × Step seconds of
+// events builds up, and the last keys' latency with it, so a step fails
+// p99 <= goalP99 from x = goalP99/Step on (overloadSeen), 3.3% for the
+// default 30 s, within the default Within of 5%.
 type sweepPlan struct {
 	Start, Factor float64
 	MaxSteps      int
-	Bisections    int
+	Within        float64
 	Step, Cell    time.Duration
+}
+
+// overloadSeen is the least share over the consumers' capacity that a
+// step of the plan fails by its backlog: goalP99 of latency built up over
+// the step.
+func (p sweepPlan) overloadSeen() float64 {
+	if p.Step <= 0 {
+		return 0
+	}
+	return goalP99.Seconds() / p.Step.Seconds()
 }
 
 // sweepPoint is a step's offered rate and whether it passed.
@@ -63,7 +80,7 @@ func bounds(pts []sweepPoint) (pass, fail float64) {
 // next is the rate of the sweep's next step from start, or 0 when the
 // sweep is done: up by Factor while every step passed, down by it while
 // none did, then between the highest pass and the lowest fail until they
-// are within the plan's resolution.
+// are within Within of each other.
 func (p sweepPlan) next(start float64, pts []sweepPoint) float64 {
 	if len(pts) >= p.MaxSteps {
 		return 0
@@ -77,7 +94,7 @@ func (p sweepPlan) next(start float64, pts []sweepPoint) float64 {
 		return pts[len(pts)-1].Offered * p.Factor
 	case pass == 0:
 		return fail / p.Factor
-	case fail/pass > math.Pow(p.Factor, 1/math.Exp2(float64(max(p.Bisections, 1))))*1.001:
+	case fail > pass*(1+p.Within)*(1+1e-9):
 		return math.Sqrt(pass * fail)
 	}
 	return 0

@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,9 +28,11 @@ func TestQuantile(t *testing.T) {
 
 // TestSweepSteps walks sweeps whose verdicts are given by a capacity: a
 // step passes when its rate is at most cap. Each case lists the rates the
-// plan asks for, in order, and the capacity the sweep reports.
+// plan asks for, in order, and the capacity the sweep reports: up (or
+// down) by 2, then bisections until the lowest fail is within 5% of the
+// highest pass.
 func TestSweepSteps(t *testing.T) {
-	plan := sweepPlan{Start: 0.25, Factor: 2, MaxSteps: 6}
+	plan := sweepPlan{Start: 0.25, Factor: 2, Within: 0.05}
 	for _, c := range []struct {
 		name     string
 		cap      float64 // the highest rate that passes
@@ -37,13 +40,14 @@ func TestSweepSteps(t *testing.T) {
 		rates    []float64
 		capacity float64
 	}{
-		// Up from 10 by 2 until 80 fails, then once at sqrt(40*80).
-		{"up, refine passes", 60, 6, []float64{10, 20, 40, 80, 56.5685}, 56.5685},
-		{"up, refine fails", 50, 6, []float64{10, 20, 40, 80, 56.5685}, 40},
-		// Two bisections: once more between 56.57 and 80.
-		{"up, two bisections", 60, 7, []float64{10, 20, 40, 80, 56.5685, 67.2717}, 56.5685},
-		// The first step fails: down by 2 until one passes, then once between.
-		{"down", 4, 6, []float64{10, 5, 2.5, 3.5355}, 3.5355},
+		// Up from 10 by 2 until 80 fails, then between 40 and 80 until
+		// 61.69 fails within 5% of 59.07's pass (1.044).
+		{"up, refine passes", 60, 10, []float64{10, 20, 40, 80, 56.5685, 67.2717, 61.6884, 59.0730}, 59.0730},
+		{"up, refine fails", 50, 10, []float64{10, 20, 40, 80, 56.5685, 47.5683, 51.8736, 49.6743}, 49.6743},
+		// The first step fails: down by 2 until one passes, then between.
+		{"down", 4, 10, []float64{10, 5, 2.5, 3.5355, 4.2045, 3.8555, 4.0262}, 3.8555},
+		// The step limit ends the bisections early.
+		{"limit while bisecting", 60, 6, []float64{10, 20, 40, 80, 56.5685, 67.2717}, 56.5685},
 		// Nothing fails within the step limit: the capacity is a lower bound.
 		{"limit", 1000, 3, []float64{10, 20, 40}, 40},
 		// Nothing passes within the limit.
@@ -52,16 +56,7 @@ func TestSweepSteps(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			p := plan
 			p.MaxSteps = c.maxSteps
-			if strings.Contains(c.name, "two bisections") {
-				p.Bisections = 2
-			}
-			var pts []sweepPoint
-			for r := p.next(10, nil); r > 0; r = p.next(10, pts) {
-				pts = append(pts, sweepPoint{Offered: r, Pass: r <= c.cap})
-				if len(pts) > 10 {
-					t.Fatal("the sweep does not end")
-				}
-			}
+			pts := walkSweep(t, p, 10, c.cap)
 			if len(pts) != len(c.rates) {
 				t.Fatalf("steps %v, want rates %v", pts, c.rates)
 			}
@@ -77,16 +72,56 @@ func TestSweepSteps(t *testing.T) {
 	}
 }
 
+// walkSweep runs plan's sweep from start against a capacity of cap and
+// returns its steps.
+func walkSweep(t *testing.T, plan sweepPlan, start, cap float64) []sweepPoint {
+	t.Helper()
+	var pts []sweepPoint
+	for r := plan.next(start, nil); r > 0; r = plan.next(start, pts) {
+		pts = append(pts, sweepPoint{Offered: r, Pass: r <= cap})
+		if len(pts) > 100 {
+			t.Fatal("the sweep does not end")
+		}
+	}
+	return pts
+}
+
+// TestSweepResolution: whatever the capacity and the start, a sweep with
+// room for its steps ends with the capacity at or below the true one and
+// the lowest fail above it, within 5% of each other, in at most the
+// steps of the bisection it needs (log2 of ln 1.5 / ln 1.05, rounded up:
+// 4) beyond those up or down to the first pair.
+func TestSweepResolution(t *testing.T) {
+	plan := sweepPlan{Factor: 1.5, Within: 0.05, MaxSteps: 40}
+	for _, cap := range []float64{3.7, 12, 33.3, 41, 44.5, 45.5, 60, 97, 250} {
+		for _, start := range []float64{5, 30, 45, 100} {
+			pts := walkSweep(t, plan, start, cap)
+			pass, fail := bounds(pts)
+			if pass == 0 || fail == 0 || pass > cap || fail <= cap || fail > pass*1.05*(1+1e-9) {
+				t.Errorf("capacity %.1f from %.1f: pass %.3f, fail %.3f (%.3f apart) after %v", cap, start, pass, fail, fail/pass, pts)
+			}
+			first := slices.IndexFunc(pts, func(p sweepPoint) bool { return p.Pass != pts[0].Pass })
+			if bisections := len(pts) - first - 1; first < 0 || bisections > 4 {
+				t.Errorf("capacity %.1f from %.1f: %d steps after the first pass and fail, want at most 4: %v", cap, start, bisections, pts)
+			}
+		}
+	}
+}
+
 // TestCapacityBelowTheLowestFail: a pass above a fail (noise) is not the
-// capacity; the highest pass below the lowest fail is.
+// capacity; the highest pass below the lowest fail is, and the sweep
+// bisects between them while they are further apart than its resolution.
 func TestCapacityBelowTheLowestFail(t *testing.T) {
 	pts := []sweepPoint{{10, true}, {20, false}, {15, true}, {30, true}}
 	if got, _ := bounds(pts); got != 15 {
 		t.Errorf("capacity %v, want 15", got)
 	}
-	// 15 to 20 is within sqrt(2) of each other: no further step.
-	if got := (sweepPlan{Factor: 2, MaxSteps: 9}).next(10, pts); got != 0 {
+	// 20 is within 50% of 15: no further step; not within 5%: halfway.
+	if got := (sweepPlan{Factor: 2, MaxSteps: 9, Within: 0.5}).next(10, pts); got != 0 {
 		t.Errorf("next step at %v after the refinement, want none", got)
+	}
+	if got := (sweepPlan{Factor: 2, MaxSteps: 9, Within: 0.05}).next(10, pts); math.Abs(got-math.Sqrt(300)) > 1e-9 {
+		t.Errorf("next step at %v, want %v", got, math.Sqrt(300))
 	}
 }
 

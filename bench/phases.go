@@ -342,8 +342,8 @@ func (b *bench) sweep(ctx context.Context, name string, drain cellResult, start 
 		fmt.Fprintf(b.out, "| %s | %s | %.1f | %.1f | %s | %s | %.1fs | %s |\n", name, label, offered, r.Rate, ms(r.P50), ms(r.P99), r.Tail.Seconds(), r.Verdict)
 		return r, nil
 	}
-	b.printf("sweep:    %s at steady rates from %.1f events/s, x %.2f per step of %s until one fails, then %d times between the highest pass and the lowest fail (at most %d steps); pass: p99 <= %s, achieved >= %.2f x offered, last event applied <= %s after the last publish",
-		name, start, plan.Factor, plan.Step, max(plan.Bisections, 1), plan.MaxSteps, ms(goalP99), minAchieved, maxTail)
+	b.printf("sweep:    %s at steady rates from %.1f events/s, x %.2f per step of %s until one fails, then between the highest pass and the lowest fail until they are within %.0f%% (at most %d steps; a rate %.1f%% over capacity fails p99 within a step); pass: p99 <= %s, achieved >= %.2f x offered, last event applied <= %s after the last publish",
+		name, start, plan.Factor, plan.Step, 100*plan.Within, plan.MaxSteps, 100*plan.overloadSeen(), ms(goalP99), minAchieved, maxTail)
 	fmt.Fprintf(b.out, "| sweep | cell | offered events/s | achieved events/s | p50 | p99 | tail | verdict |\n|---|---|---|---|---|---|---|---|\n")
 	sr := &sweepResult{}
 	var pts []sweepPoint
