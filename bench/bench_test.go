@@ -42,6 +42,8 @@ func TestParseRejectsBadFlags(t *testing.T) {
 		{"-phases", "e2e,open"},
 		{"-phases", "direct,open"}, // the direct floor is no drain of the pipeline's
 		{"-direct-in-flight", "0"},
+		{"-phases", "e2e,floor,open,interleave"}, // the common rate's cells need the direct floor's drain
+		{"-phases", "direct,interleave"},         // and orderflow's capacity
 		{"extra"},
 	} {
 		if _, _, err := parse(args); err == nil {
@@ -64,7 +66,7 @@ func TestParseRejectsBadFlags(t *testing.T) {
 	if !slices.Equal(o.engines, []string{"dev", "server"}) || o.serverShards != 4 || o.directInFlight != 64 {
 		t.Errorf("defaults: engines %v, shards %d, direct floor's signals in flight %d", o.engines, o.serverShards, o.directInFlight)
 	}
-	if want := []string{"e2e", "floor", "dup", "hot", "open", "direct"}; !slices.Equal(o.phases, want) {
+	if want := []string{"e2e", "floor", "dup", "hot", "open", "direct", "interleave"}; !slices.Equal(o.phases, want) {
 		t.Errorf("default phases %v, want %v", o.phases, want)
 	}
 	_, o, err = parse([]string{"-phases", "abba,e2e", "-abba-env", "A=1  B=x=y"})

@@ -16,9 +16,13 @@
 //     messages signalled to floorWorkflow by the benchmark's own client,
 //     no broker and no bridge, copies of a key's first content left out
 //     as the bridge's duplicate filter would, at most -direct-in-flight
-//     signals in flight: as fast as that allows, then its capacity sweep the same
-//     way, and each stage's capacity (engine; + broker and bridge; +
-//     orderflow's workflow and SQL).
+//     signals in flight: as fast as that allows, then its capacity sweep
+//     the same way, and each stage's capacity (engine; + broker and
+//     bridge; + orderflow's workflow and SQL);
+//   - interleave: the three stages at one rate, 0.9 × orderflow's
+//     capacity, in cells run orderflow, pipeline floor, direct floor,
+//     direct floor, pipeline floor, orderflow (interleave.go), and each
+//     stage's CPU per event by process group at that rate.
 //
 // Every cell ends with the invariants checked (the floors': every event
 // received) and, on Temporal, the engine's work per event. The run draws
@@ -125,7 +129,7 @@ func chdirRoot() error {
 }
 
 // phaseNames are the phases of an engine, in the order they run.
-var phaseNames = []string{"e2e", "floor", "dup", "hot", "open", "direct", "abba"}
+var phaseNames = []string{"e2e", "floor", "dup", "hot", "open", "direct", "interleave", "abba"}
 
 // defaultPhases are the phases run when -phases is not given: all but the
 // experiment.
@@ -162,7 +166,7 @@ func parse(args []string) (config.Config, options, error) {
 	fs.String(&enginesFlag, "dev,server", bs("engines", "Temporal engines to measure on, in this order: dev, the dev server (SQLite, ports 7433, 7442 and 8433); server, the Temporal server on the stack's PostgreSQL (7333-7342 and 8333)"))
 	fs.String(&abbaFlag, "", bs("abba-env", "the abba phase's B: variables added to the worker's and the bridge's environment, KEY=VALUE separated by spaces "+
 		"(ORDERFLOW_BRIDGE_CONCURRENCY and ORDERFLOW_BRIDGE_BATCH_SIZE replace -concurrency and -batch-size)"))
-	fs.String(&phasesFlag, strings.Join(defaultPhases, ","), bs("phases", "phases run on each engine, in this order whatever the flag's (open needs e2e and floor; abba, an experiment run only when named, needs e2e and -abba-env; direct needs none): "+strings.Join(phaseNames, ", ")))
+	fs.String(&phasesFlag, strings.Join(defaultPhases, ","), bs("phases", "phases run on each engine, in this order whatever the flag's (open needs e2e and floor; interleave needs open and direct; abba, an experiment run only when named, needs e2e and -abba-env; direct needs none): "+strings.Join(phaseNames, ", ")))
 	fs.Int(&o.serverShards, 4, bs("server-shards", "history shards of the server engine"))
 	fs.Int(&seed, 42, bs("seed", "scenario seed"))
 	fs.String(&o.chart, "docs/bench-throughput.png", bs("chart", "PNG chart of the sweeps' throughput and p99 against the offered rate"))
@@ -187,6 +191,9 @@ func parse(args []string) (config.Config, options, error) {
 	slices.SortFunc(o.phases, func(a, b string) int { return slices.Index(phaseNames, a) - slices.Index(phaseNames, b) })
 	if slices.Contains(o.phases, "open") && !(slices.Contains(o.phases, "e2e") && slices.Contains(o.phases, "floor")) {
 		return cfg, o, errors.New("-phases: the open phase needs the e2e and floor phases")
+	}
+	if slices.Contains(o.phases, "interleave") && !(slices.Contains(o.phases, "open") && slices.Contains(o.phases, "direct")) {
+		return cfg, o, errors.New("-phases: the interleave phase needs the open and direct phases")
 	}
 	o.abbaEnv = strings.Fields(abbaFlag)
 	for _, kv := range o.abbaEnv {

@@ -68,6 +68,8 @@ func (b *bench) runEngine(ctx context.Context, e *engine) (engineResult, error) 
 			err = eb.openLoop(ctx, &er)
 		case "direct":
 			err = eb.directFloor(ctx, &er)
+		case "interleave":
+			err = eb.interleave(ctx, &er)
 		case "abba":
 			err = eb.abba(ctx, &er)
 		}
@@ -314,32 +316,44 @@ func verdict(reached bool) string {
 	return map[bool]string{true: "reached", false: "NOT reached"}[reached]
 }
 
+// steady runs one steady cell of drain's scenario and consumer for
+// stage name (label names the cell), offering rate distinct events/s for
+// d, once the engine is quiet, measuring the engine's work per event when
+// cost is set; it prints the cell's row and judges it.
+func (b *bench) steady(ctx context.Context, name, label string, drain cellResult, offered float64, d time.Duration, cost bool) (cellResult, error) {
+	perOrder := float64(drain.Events) / float64(drain.Config.Orders)
+	id := strings.ReplaceAll(name, " ", "-")
+	cc := b.cell(fmt.Sprintf("%s-%s-%.0f", id, label, offered), ordersFor(offered, d, perOrder), 0.2)
+	if drain.Config.Direct {
+		cc = directCell(cc, drain.Config.InFlight)
+	}
+	cc.Floor, cc.Offered, cc.noCost, cc.Env = drain.Config.Floor, offered, !cost, drain.Config.Env
+	cc.breakdown = !cc.Floor
+	cc.Seed += int64(offered)
+	quiet, err := b.waitQuiet(ctx, cc.Name)
+	if err != nil {
+		return cellResult{Config: cc}, err
+	}
+	r, err := b.runCell(ctx, cc)
+	r.QuietWait = quiet
+	if err != nil {
+		return r, fmt.Errorf("at %.1f events/s: %w", offered, err)
+	}
+	r.Verdict = cmp.Or(judge(r), "pass")
+	fmt.Fprintf(b.out, "| %s | %s | %.1f | %.1f | %s | %s | %.1fs | %s |\n", name, label, offered, r.Rate, ms(r.P50), ms(r.P99), r.Tail.Seconds(), r.Verdict)
+	return r, nil
+}
+
 // sweep steps a steady rate of drain's scenario and consumer from start
 // until a step fails, then runs the cells at 0.5 and 0.9 × the capacity,
 // the latter with the engine's work per event.
 func (b *bench) sweep(ctx context.Context, name string, drain cellResult, start float64) (*sweepResult, error) {
 	plan := b.o.sweep
-	perOrder := float64(drain.Events) / float64(drain.Config.Orders)
-	id := strings.ReplaceAll(name, " ", "-")
 	run := func(label string, offered float64, d time.Duration, cost bool) (cellResult, error) {
-		cc := b.cell(fmt.Sprintf("%s-%s-%.0f", id, label, offered), ordersFor(offered, d, perOrder), 0.2)
-		if drain.Config.Direct {
-			cc = directCell(cc, drain.Config.InFlight)
-		}
-		cc.Floor, cc.Offered, cc.noCost, cc.Env = drain.Config.Floor, offered, !cost, drain.Config.Env
-		cc.breakdown = !cc.Floor
-		cc.Seed += int64(offered)
-		quiet, err := b.waitQuiet(ctx, cc.Name)
+		r, err := b.steady(ctx, name, label, drain, offered, d, cost)
 		if err != nil {
-			return cellResult{Config: cc}, err
+			return r, fmt.Errorf("%s sweep: %w", name, err)
 		}
-		r, err := b.runCell(ctx, cc)
-		r.QuietWait = quiet
-		if err != nil {
-			return r, fmt.Errorf("%s sweep at %.1f events/s: %w", name, offered, err)
-		}
-		r.Verdict = cmp.Or(judge(r), "pass")
-		fmt.Fprintf(b.out, "| %s | %s | %.1f | %.1f | %s | %s | %.1fs | %s |\n", name, label, offered, r.Rate, ms(r.P50), ms(r.P99), r.Tail.Seconds(), r.Verdict)
 		return r, nil
 	}
 	b.printf("sweep:    %s at steady rates from %.1f events/s, x %.2f per step of %s until one fails, then between the highest pass and the lowest fail until they are within %.0f%% (at most %d steps; a rate %.1f%% over capacity fails p99 within a step); pass: p99 <= %s, achieved >= %.2f x offered, last event applied <= %s after the last publish",

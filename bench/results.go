@@ -71,6 +71,9 @@ type engineResult struct {
 	// the pipeline floor and orderflow, each in its cell at 0.9 × its
 	// capacity (cpuStages), by the stage's name.
 	CPUPerEvent map[string]cpuCost `json:"cpu_per_event,omitempty"`
+	// Interleaved is the three stages at one common rate, their cells
+	// interleaved (phase interleave).
+	Interleaved *interleaveResult `json:"interleaved,omitempty"`
 	// ABBA is an experiment's four sweeps (phase abba).
 	ABBA *abbaResult `json:"abba,omitempty"`
 }

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// The interleaved stages (phase interleave): the three stages at one
+// common rate, 0.9 × orderflow's capacity, each in two steady cells run
+// mirrored, orderflow, pipeline floor, direct floor, direct floor,
+// pipeline floor, orderflow, so that a drift of the machine's speed over
+// the phase weighs on each stage alike and their CPU per event compares
+// the same work at the same rate.
+
+// interleaveOrder is the stage of each of the phase's cells, in the order
+// they run.
+var interleaveOrder = []string{stageOrderflow, stagePipeline, stageDirect, stageDirect, stagePipeline, stageOrderflow}
+
+// interleaveShare is the common rate as a share of orderflow's capacity.
+const interleaveShare = 0.9
+
+// allGroups is the key of every process group together in a stage's CPU
+// per event.
+const allGroups = "all"
+
+// interleaveResult is the interleaved phase: its common rate (offered
+// distinct events/s), its cells in the order they ran with their stages,
+// and each stage's CPU time per distinct event by process group
+// (allGroups: every process), in milliseconds.
+type interleaveResult struct {
+	Rate        float64                       `json:"rate"`
+	Cells       []stagedCell                  `json:"cells"`
+	CPUPerEvent map[string]map[string]float64 `json:"cpu_ms_per_event,omitempty"`
+}
+
+// stagedCell is one cell of the interleaved phase and its stage.
+type stagedCell struct {
+	Stage string     `json:"stage"`
+	Cell  cellResult `json:"cell"`
+}
+
+// interleavedCPU is each stage's CPU time per distinct event by process
+// group, in milliseconds: the CPU seconds of the stage's cells together
+// over their events together. A cell without a CPU reading is left out,
+// and a stage without any has no figure.
+func interleavedCPU(cells []stagedCell) map[string]map[string]float64 {
+	seconds := map[string]map[string]float64{}
+	events := map[string]int{}
+	for _, c := range cells {
+		sh := c.Cell.CPU
+		if sh == nil || sh.Seconds <= 0 || c.Cell.Events <= 0 {
+			continue
+		}
+		if seconds[c.Stage] == nil {
+			seconds[c.Stage] = map[string]float64{}
+		}
+		for g, cores := range sh.Cores {
+			seconds[c.Stage][g] += cores * sh.Seconds
+			seconds[c.Stage][allGroups] += cores * sh.Seconds
+		}
+		events[c.Stage] += c.Cell.Events
+	}
+	out := map[string]map[string]float64{}
+	for st, groups := range seconds {
+		out[st] = map[string]float64{}
+		for g, s := range groups {
+			out[st][g] = s * 1000 / float64(events[st])
+		}
+	}
+	return out
+}
+
+// interleave runs the interleaved phase from orderflow's capacity and the
+// drains of the three stages (their scenarios and consumers), and prints
+// each stage's CPU per event by group and the ratios between the stages.
+func (b *bench) interleave(ctx context.Context, er *engineResult) error {
+	if capacity(er.Sweep) == 0 || er.Floor == nil || er.Direct == nil {
+		b.printf("interleave: not run: it needs orderflow's capacity and the pipeline and direct floors' drains")
+		return nil
+	}
+	drains := map[string]cellResult{stageOrderflow: er.E2E, stagePipeline: *er.Floor, stageDirect: *er.Direct}
+	x := &interleaveResult{Rate: interleaveShare * er.Sweep.Capacity}
+	b.printf("interleave: the stages at one rate, %.1f events/s (%.1f x orderflow's capacity), %s each, in the order %s",
+		x.Rate, interleaveShare, b.o.sweep.Cell, strings.Join(interleaveOrder, ", "))
+	fmt.Fprintf(b.out, "| stage | cell | offered events/s | achieved events/s | p50 | p99 | tail | verdict |\n|---|---|---|---|---|---|---|---|\n")
+	for i, st := range interleaveOrder {
+		r, err := b.steady(ctx, st, fmt.Sprintf("interleave%d", i+1), drains[st], x.Rate, b.o.sweep.Cell, true)
+		if err != nil {
+			return fmt.Errorf("interleaved %s, cell %d: %w", st, i+1, err)
+		}
+		x.Cells = append(x.Cells, stagedCell{Stage: st, Cell: r})
+		b.printf("cost:     interleaved %s, cell %d: %s", st, i+1, r.Cost)
+	}
+	x.CPUPerEvent = interleavedCPU(x.Cells)
+	er.Interleaved = x
+	for _, l := range describeInterleaved(*x) {
+		b.printf("cpu:      %s", l)
+	}
+	return nil
+}
+
+// describeInterleaved is a line per stage of its CPU ms per event by
+// group at the common rate, busiest first, every process's last, then a
+// line of the ratios of the engine's and every process's: orderflow over
+// each floor, and the pipeline floor over the direct floor.
+func describeInterleaved(x interleaveResult) []string {
+	var lines []string
+	for _, st := range []string{stageOrderflow, stagePipeline, stageDirect} {
+		c, ok := x.CPUPerEvent[st]
+		if !ok {
+			continue
+		}
+		groups := slices.SortedFunc(maps.Keys(c), func(a, b string) int {
+			return cmp.Or(cmp.Compare(c[b], c[a]), strings.Compare(a, b))
+		})
+		var parts []string
+		for _, g := range groups {
+			if g != allGroups {
+				parts = append(parts, fmt.Sprintf("%s %.1f", g, c[g]))
+			}
+		}
+		lines = append(lines, fmt.Sprintf("%s at %.1f events/s, CPU ms per event: %s; every process %.1f",
+			st, x.Rate, strings.Join(parts, ", "), c[allGroups]))
+	}
+	var ratios []string
+	for _, p := range [][2]string{{stageOrderflow, stagePipeline}, {stageOrderflow, stageDirect}, {stagePipeline, stageDirect}} {
+		a, b := x.CPUPerEvent[p[0]], x.CPUPerEvent[p[1]]
+		if a == nil || b == nil || b["temporal"] <= 0 || b[allGroups] <= 0 {
+			continue
+		}
+		ratios = append(ratios, fmt.Sprintf("%s/%s: the engine's %.2f, every process's %.2f",
+			p[0], p[1], a["temporal"]/b["temporal"], a[allGroups]/b[allGroups]))
+	}
+	if len(ratios) > 0 {
+		lines = append(lines, fmt.Sprintf("at %.1f events/s, CPU per event %s", x.Rate, strings.Join(ratios, "; ")))
+	}
+	return lines
+}

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"math"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestInterleaveOrder: each stage runs twice, in an order that reads the
+// same both ways (O P D D P O), so that a steady drift of the machine
+// weighs on the three alike.
+func TestInterleaveOrder(t *testing.T) {
+	mirrored := slices.Clone(interleaveOrder)
+	slices.Reverse(mirrored)
+	if len(interleaveOrder) != 6 || !slices.Equal(interleaveOrder, mirrored) {
+		t.Fatalf("order %v, want six cells mirrored", interleaveOrder)
+	}
+	for _, st := range []string{stageOrderflow, stagePipeline, stageDirect} {
+		if n := strings.Count(strings.Join(interleaveOrder, "|")+"|", st+"|"); n != 2 {
+			t.Errorf("%s runs %d times, want 2", st, n)
+		}
+	}
+}
+
+// TestInterleavedCPU: a stage's CPU per event by group is the CPU seconds
+// of its cells together over their events together, worked out by hand:
+// orderflow's cells of 800 events over 20 s (the engine on 0.8 cores, the
+// worker on 0.2) and of 840 over 21 s (0.9 and 0.2); the direct floor's
+// cell of 810 events over 20.25 s (the engine on 0.6 cores, the benchmark
+// on 0.2), its other cell without a CPU reading left out; the pipeline
+// floor has no reading at all, so no figure.
+func TestInterleavedCPU(t *testing.T) {
+	cell := func(stage string, events int, seconds float64, cores map[string]float64) stagedCell {
+		c := stagedCell{Stage: stage, Cell: cellResult{Events: events}}
+		if cores != nil {
+			c.Cell.CPU = &cpuShare{Seconds: seconds, Cores: cores}
+		}
+		return c
+	}
+	cells := []stagedCell{
+		cell(stageOrderflow, 800, 20, map[string]float64{"temporal": 0.8, "worker": 0.2}),
+		cell(stagePipeline, 800, 20, nil),
+		cell(stageDirect, 810, 20.25, map[string]float64{"temporal": 0.6, "bench": 0.2}),
+		cell(stageDirect, 790, 20, nil),
+		cell(stagePipeline, 800, 20, nil),
+		cell(stageOrderflow, 840, 21, map[string]float64{"temporal": 0.9, "worker": 0.2}),
+	}
+	got := interleavedCPU(cells)
+	// orderflow: engine (16 + 18.9) s, worker (4 + 4.2) s over 1,640
+	// events; direct floor: 12.15 and 4.05 s over 810.
+	want := map[string]map[string]float64{
+		stageOrderflow: {"temporal": 34.9 / 1.64, "worker": 8.2 / 1.64, allGroups: 43.1 / 1.64},
+		stageDirect:    {"temporal": 15, "bench": 5, allGroups: 20},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("stages %v, want %v", got, want)
+	}
+	for st, groups := range want {
+		if len(got[st]) != len(groups) {
+			t.Errorf("%s: %v, want %v", st, got[st], groups)
+		}
+		for g, w := range groups {
+			if math.Abs(got[st][g]-w) > 1e-9 {
+				t.Errorf("%s, %s: %.4f ms per event, want %.4f", st, g, got[st][g], w)
+			}
+		}
+	}
+	x := interleaveResult{Rate: 40, CPUPerEvent: got}
+	lines := describeInterleaved(x)
+	wantLines := []string{
+		"orderflow at 40.0 events/s, CPU ms per event: temporal 21.3, worker 5.0; every process 26.3",
+		"direct floor at 40.0 events/s, CPU ms per event: temporal 15.0, bench 5.0; every process 20.0",
+		"at 40.0 events/s, CPU per event orderflow/direct floor: the engine's 1.42, every process's 1.31",
+	}
+	if !slices.Equal(lines, wantLines) {
+		t.Errorf("lines\n%s\nwant\n%s", strings.Join(lines, "\n"), strings.Join(wantLines, "\n"))
+	}
+}
