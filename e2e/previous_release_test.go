@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -53,6 +55,7 @@ func TestPreviousReleaseOnTheNewestSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	relSchema := newestMigration(t, filepath.Join(rel.Dir, "migrations"))
 	expand := latest + 1
 	laterStep(t, gdb, expand, `ALTER TABLE orders ADD COLUMN loyalty_tier text;
 		CREATE TABLE order_notes (order_id text NOT NULL REFERENCES orders (order_id), note text NOT NULL)`)
@@ -126,7 +129,7 @@ func TestPreviousReleaseOnTheNewestSchema(t *testing.T) {
 	for name, p := range map[string]*procs.Proc{"worker": worker, "bridge": bridge} {
 		if err := p.Start(ctx); err == nil {
 			t.Errorf("release %s's %s started on schema %d, whose contract step needs binaries of schema %d or newer", rel.Name, name, contract, contract)
-		} else if log := p.Tail(4000); !strings.Contains(log, want) || !strings.Contains(log, fmt.Sprintf("this binary's schema is %d", latest)) {
+		} else if log := p.Tail(4000); !strings.Contains(log, want) || !strings.Contains(log, fmt.Sprintf("this binary's schema is %d", relSchema)) {
 			t.Errorf("release %s's %s refused schema %d without naming both ends of the window (%q):\n%s", rel.Name, name, contract, want, log)
 		}
 	}
@@ -145,4 +148,23 @@ func laterStep(t *testing.T, db *gorm.DB, version int64, sql string) {
 	if err != nil {
 		t.Fatalf("apply the later release's step %d: %v", version, err)
 	}
+}
+
+// newestMigration is the version of the newest migration file in dir (a
+// release's schema: the newest migration its binaries embed).
+func newestMigration(t *testing.T, dir string) int64 {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.sql"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no migrations in %s: %v", dir, err)
+	}
+	var newest int64
+	for _, f := range files {
+		n, err := strconv.ParseInt(strings.SplitN(filepath.Base(f), "_", 2)[0], 10, 64)
+		if err != nil {
+			t.Fatalf("migration %s: %v", f, err)
+		}
+		newest = max(newest, n)
+	}
+	return newest
 }
