@@ -8,7 +8,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/workflowservice/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/orderflow/orderflow/internal/procs"
@@ -209,29 +209,14 @@ func failedTasksByPhase(ctx context.Context, t *testing.T, c client.Client, task
 	a, b string) (failed map[string]int, refused, runs, both int) {
 	t.Helper()
 	failed = map[string]int{}
-	var token []byte
-	for {
-		res, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-			Query: fmt.Sprintf("TaskQueue = '%s'", taskQueue), NextPageToken: token, PageSize: 1000})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range res.GetExecutions() {
-			runs++
-			builds := map[string]bool{}
-			it := c.GetWorkflowHistory(ctx, e.GetExecution().GetWorkflowId(), e.GetExecution().GetRunId(), false,
-				enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-			for it.HasNext() {
-				ev, err := it.Next()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
-					builds[ev.GetWorkflowTaskCompletedEventAttributes().GetDeploymentVersion().GetBuildId()] = true
-				}
-				if ev.GetEventType() != enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED {
-					continue
-				}
+	eachRun(ctx, t, c, taskQueue, func(workflowID string, events []*historypb.HistoryEvent) {
+		runs++
+		builds := map[string]bool{}
+		for _, ev := range events {
+			switch ev.GetEventType() {
+			case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+				builds[ev.GetWorkflowTaskCompletedEventAttributes().GetDeploymentVersion().GetBuildId()] = true
+			case enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED:
 				f := ev.GetWorkflowTaskFailedEventAttributes()
 				if f.GetCause() == enumspb.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND {
 					refused++
@@ -244,15 +229,12 @@ func failedTasksByPhase(ctx context.Context, t *testing.T, c client.Client, task
 					}
 				}
 				failed[phase]++
-				t.Logf("%s: workflow task failed in phase %s (%s): %s", e.GetExecution().GetWorkflowId(), phase, f.GetCause(),
-					f.GetFailure().GetMessage())
-			}
-			if builds[a] && builds[b] {
-				both++
+				t.Logf("%s: workflow task failed in phase %s (%s): %s", workflowID, phase, f.GetCause(), f.GetFailure().GetMessage())
 			}
 		}
-		if token = res.GetNextPageToken(); len(token) == 0 {
-			return failed, refused, runs, both
+		if builds[a] && builds[b] {
+			both++
 		}
-	}
+	})
+	return failed, refused, runs, both
 }

@@ -189,6 +189,38 @@ type histories struct {
 func scanHistories(ctx context.Context, t *testing.T, c client.Client, taskQueue string) histories {
 	t.Helper()
 	h := histories{versions: map[int]int{}}
+	eachRun(ctx, t, c, taskQueue, func(workflowID string, events []*historypb.HistoryEvent) {
+		h.runs++
+		builds := map[string]bool{}
+		for _, ev := range events {
+			switch ev.GetEventType() {
+			case enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+				a := ev.GetWorkflowTaskFailedEventAttributes()
+				if a.GetCause() == enumspb.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND {
+					h.refused++
+					continue
+				}
+				h.failed++
+				t.Logf("%s: workflow task failed (%s): %s", workflowID, a.GetCause(), a.GetFailure().GetMessage())
+			case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+				builds[ev.GetWorkflowTaskCompletedEventAttributes().GetDeploymentVersion().GetBuildId()] = true
+			case enumspb.EVENT_TYPE_MARKER_RECORDED:
+				if v, ok := versionMarker(ev.GetMarkerRecordedEventAttributes()); ok {
+					h.versions[v]++
+				}
+			}
+		}
+		if builds["a"] && builds["b"] {
+			h.bothBuilds++
+		}
+	})
+	return h
+}
+
+// eachRun calls f with the workflow ID and the history of every run on the
+// task queue.
+func eachRun(ctx context.Context, t *testing.T, c client.Client, taskQueue string, f func(workflowID string, events []*historypb.HistoryEvent)) {
+	t.Helper()
 	var token []byte
 	for {
 		res, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
@@ -197,37 +229,20 @@ func scanHistories(ctx context.Context, t *testing.T, c client.Client, taskQueue
 			t.Fatal(err)
 		}
 		for _, e := range res.GetExecutions() {
-			h.runs++
-			builds := map[string]bool{}
-			it := c.GetWorkflowHistory(ctx, e.GetExecution().GetWorkflowId(), e.GetExecution().GetRunId(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+			var events []*historypb.HistoryEvent
+			it := c.GetWorkflowHistory(ctx, e.GetExecution().GetWorkflowId(), e.GetExecution().GetRunId(), false,
+				enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 			for it.HasNext() {
 				ev, err := it.Next()
 				if err != nil {
 					t.Fatal(err)
 				}
-				switch ev.GetEventType() {
-				case enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED:
-					a := ev.GetWorkflowTaskFailedEventAttributes()
-					if a.GetCause() == enumspb.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND {
-						h.refused++
-						continue
-					}
-					h.failed++
-					t.Logf("%s: workflow task failed (%s): %s", e.GetExecution().GetWorkflowId(), a.GetCause(), a.GetFailure().GetMessage())
-				case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
-					builds[ev.GetWorkflowTaskCompletedEventAttributes().GetDeploymentVersion().GetBuildId()] = true
-				case enumspb.EVENT_TYPE_MARKER_RECORDED:
-					if v, ok := versionMarker(ev.GetMarkerRecordedEventAttributes()); ok {
-						h.versions[v]++
-					}
-				}
+				events = append(events, ev)
 			}
-			if builds["a"] && builds["b"] {
-				h.bothBuilds++
-			}
+			f(e.GetExecution().GetWorkflowId(), events)
 		}
 		if token = res.GetNextPageToken(); len(token) == 0 {
-			return h
+			return
 		}
 	}
 }

@@ -42,16 +42,7 @@ func TestRewindPlanAndApply(t *testing.T) {
 		latePerQ[id]++
 	}
 
-	r, err := mq.NewOffsetReader(namesrv, "", "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	rw, err := mq.NewRewinder(namesrv, "", "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rw.Close()
+	r, rw := offsetClients(t, namesrv)
 	ctx := context.Background()
 
 	c := startCollecting(t, namesrv, topic, group)
@@ -125,16 +116,7 @@ func TestRewindRefusedWhileConsumersOnline(t *testing.T) {
 	const n = 8
 	testenv.Publish(t, topic, n)
 
-	r, err := mq.NewOffsetReader(namesrv, "", "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	rw, err := mq.NewRewinder(namesrv, "", "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rw.Close()
+	r, rw := offsetClients(t, namesrv)
 	ctx := context.Background()
 
 	c := startCollecting(t, namesrv, topic, group)
@@ -142,6 +124,7 @@ func TestRewindRefusedWhileConsumersOnline(t *testing.T) {
 	waitCommittedAtMax(t, r, group, topic)
 	var plan mq.RewindPlan
 	testenv.WaitFor(t, 30*time.Second, func() error {
+		var err error
 		if plan, err = rw.Plan(ctx, group, topic, start); err != nil {
 			return err
 		}
@@ -268,6 +251,23 @@ func TestRewindPlanEarliestStoreTime(t *testing.T) {
 	}
 }
 
+// offsetClients returns an offset reader and a rewinder on the name
+// server, closed when the test ends.
+func offsetClients(t *testing.T, namesrv string) (*mq.OffsetReader, *mq.Rewinder) {
+	t.Helper()
+	r, err := mq.NewOffsetReader(namesrv, "", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	rw, err := mq.NewRewinder(namesrv, "", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rw.Close() })
+	return r, rw
+}
+
 // publishKeyed sends n messages with keys prefix-0 … and returns the queue
 // ID each key was stored in.
 func publishKeyed(t *testing.T, namesrv, topic, prefix string, n int) map[string]int {
@@ -386,16 +386,7 @@ func TestRewindNeverSkips(t *testing.T) {
 	testenv.CreateTopic(t, topic, 2)
 	testenv.Publish(t, topic, 12)
 	testenv.WaitIndexed(t, namesrv, topic, 12)
-	r, err := mq.NewOffsetReader(namesrv, "", "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	rw, err := mq.NewRewinder(namesrv, "", "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rw.Close()
+	r, rw := offsetClients(t, namesrv)
 	ctx := context.Background()
 	c := startCollecting(t, namesrv, topic, group)
 	waitCommittedAtMax(t, r, group, topic)
