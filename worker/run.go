@@ -38,6 +38,7 @@ type options struct {
 	WorkflowPollers      int
 	PollerAutoscaling    bool
 	StickyCacheSize      int
+	StickyTimeout        time.Duration
 	DBMaxOpenConns       int
 	ActivitiesPerSecond  float64
 	ShutdownHTTPDeadline time.Duration
@@ -81,6 +82,8 @@ func parse(args []string, out io.Writer) (config.Config, options, error) {
 			"(0: 100), keeping workflow polls on the shared task queue while the sticky one has a backlog; off: that many pollers, always"))
 	s.Int(&o.StickyCacheSize, 0, w("sticky-cache-size", "STICKY_CACHE_SIZE",
 		"workflow executions kept in the sticky cache, whose next task needs no replay of the history (0: SDK default, 10,000)"))
+	s.Duration(&o.StickyTimeout, 0, w("sticky-schedule-to-start-timeout", "STICKY_SCHEDULE_TO_START_TIMEOUT",
+		"how long a run's next workflow task waits for this worker on its sticky queue before any worker may take it (0: SDK default, 5s)"))
 	s.Int(&o.DBMaxOpenConns, 20, w("db-max-open-conns", "DB_MAX_OPEN_CONNS", "PostgreSQL connections at most"))
 	s.Float(&o.ActivitiesPerSecond, 0, w("activities-per-second", "ACTIVITIES_PER_SECOND", "rate limit of this worker's activities (0: none)"))
 	s.Duration(&o.BrokerLagInterval, backlog.DefaultInterval, w("broker-lag-interval", "BROKER_LAG_INTERVAL",
@@ -229,6 +232,7 @@ func serve(ctx context.Context, stop context.CancelFunc, cfg config.Config, o op
 		MaxConcurrentWorkflowTaskExecutionSize: o.MaxWorkflowTasks,
 		WorkerActivitiesPerSecond:              o.ActivitiesPerSecond,
 		WorkerStopTimeout:                      o.StopTimeout,
+		StickyScheduleToStartTimeout:           o.StickyTimeout,
 		PreferredVersionProvider:               workflows.WriteVersionProvider(o.WorkflowVersion),
 		DeploymentOptions:                      deploymentOptions(o),
 		OnFatalError: func(err error) {
