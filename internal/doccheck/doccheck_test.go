@@ -347,9 +347,10 @@ func TestHelmValues(t *testing.T) {
 	}
 }
 
-// Every `temporal ...` command a page shows is a command of the pinned
-// Temporal CLI, with options it takes.
-func TestTemporalCommands(t *testing.T) {
+// pinnedCLI is the command tree of the Temporal CLI the local stack pins
+// (scripts/stack/temporal.sh).
+func pinnedCLI(t *testing.T) TemporalCLI {
+	t.Helper()
 	version, err := PinnedTemporalVersion(read(t, "scripts/stack/temporal.sh"))
 	if err != nil {
 		t.Fatal(err)
@@ -360,6 +361,13 @@ func TestTemporalCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cli
+}
+
+// Every `temporal ...` command a page shows is a command of the pinned
+// Temporal CLI, with options it takes.
+func TestTemporalCommands(t *testing.T) {
+	cli := pinnedCLI(t)
 	for _, p := range pages(t) {
 		report(t, cli.CheckTemporal(p))
 	}

@@ -1,13 +1,11 @@
 package doccheck
 
 import (
-	"context"
 	"fmt"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 )
 
 // Each test below plants one wrong claim of a kind in a page (a copy of a
@@ -161,16 +159,7 @@ func TestPlantedFigure(t *testing.T) {
 }
 
 func TestPlantedTemporalCommand(t *testing.T) {
-	version, err := PinnedTemporalVersion(read(t, "scripts/stack/temporal.sh"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cli, err := LoadTemporalCLI(ctx, version)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cli := pinnedCLI(t)
 	for _, c := range []struct{ text, want string }{
 		{"`temporal worker deployment set-current --deployment-name x --build-id y`", "has no command temporal worker deployment set-current"},
 		{"`temporal worker deployment describe --deployment x`", "has no option --deployment"},
