@@ -41,15 +41,7 @@ func TestPreviousReleaseOnTheNewestSchema(t *testing.T) {
 	namesrv := testenv.RocketMQNamesrv(t)
 	tc := testenv.RequireTemporal(t)
 	rel := testenv.PreviousRelease(t)
-	bin := t.TempDir()
-	var workerBin, starterBin string
-	var err error
-	if workerBin, err = procs.BuildIn(ctx, rel.Dir, "github.com/orderflow/orderflow/worker", bin); err != nil {
-		t.Fatalf("release %s: %v", rel.Name, err)
-	}
-	if starterBin, err = procs.BuildIn(ctx, rel.Dir, "github.com/orderflow/orderflow/starter", bin); err != nil {
-		t.Fatalf("release %s: %v", rel.Name, err)
-	}
+	workerBin, starterBin := buildRelease(ctx, t, rel)
 
 	latest, err := migrations.Latest()
 	if err != nil {
@@ -167,4 +159,18 @@ func newestMigration(t *testing.T, dir string) int64 {
 		newest = max(newest, n)
 	}
 	return newest
+}
+
+// buildRelease builds a release's worker and bridge from its checkout.
+func buildRelease(ctx context.Context, t *testing.T, rel testenv.Release) (workerBin, starterBin string) {
+	t.Helper()
+	bin := t.TempDir()
+	var err error
+	if workerBin, err = procs.BuildIn(ctx, rel.Dir, "github.com/orderflow/orderflow/worker", bin); err != nil {
+		t.Fatalf("release %s: %v", rel.Name, err)
+	}
+	if starterBin, err = procs.BuildIn(ctx, rel.Dir, "github.com/orderflow/orderflow/starter", bin); err != nil {
+		t.Fatalf("release %s: %v", rel.Name, err)
+	}
+	return workerBin, starterBin
 }

@@ -39,15 +39,7 @@ func TestRolloutAcrossReleases(t *testing.T) {
 	rel := testenv.PreviousRelease(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	bin := t.TempDir()
-	oldWorker, err := procs.BuildIn(ctx, rel.Dir, "github.com/orderflow/orderflow/worker", bin)
-	if err != nil {
-		t.Fatalf("release %s: %v", rel.Name, err)
-	}
-	oldStarter, err := procs.BuildIn(ctx, rel.Dir, "github.com/orderflow/orderflow/starter", bin)
-	if err != nil {
-		t.Fatalf("release %s: %v", rel.Name, err)
-	}
+	oldWorker, oldStarter := buildRelease(ctx, t, rel)
 	newWorker, newStarter := buildBinaries(t)
 	for _, versioned := range []bool{true, false} {
 		name := map[bool]string{true: "from-versioned", false: "from-unversioned"}[versioned]
