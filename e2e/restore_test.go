@@ -14,7 +14,6 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/orderflow/orderflow/fsm"
-	"github.com/orderflow/orderflow/internal/mq"
 	"github.com/orderflow/orderflow/internal/procs"
 	"github.com/orderflow/orderflow/internal/testenv"
 	"github.com/orderflow/orderflow/internal/uniq"
@@ -206,7 +205,7 @@ func testRestore(t *testing.T, c restoreCase) {
 	case "worker":
 		stop(t, worker)
 		publish(lagged.Messages)
-		waitConsumed(ctx, t, namesrv, pl.group, pl.topic)
+		testenv.WaitConsumed(t, namesrv, pl.group, pl.topic)
 	case "bridge":
 		stop(t, bridge)
 		publish(lagged.Messages)
@@ -361,29 +360,6 @@ func waitPoints(ctx context.Context, t *testing.T, st *store.Store, topic string
 	testenv.WaitFor(t, time.Minute, func() error {
 		if got := pointsSum(ctx, t, st, topic); got != n {
 			return fmt.Errorf("the points of %s add up to %d, want %d", topic, got, n)
-		}
-		return nil
-	})
-}
-
-// waitConsumed waits until group has committed every message of topic:
-// the bridge has signalled them all.
-func waitConsumed(ctx context.Context, t *testing.T, namesrv, group, topic string) {
-	t.Helper()
-	r, err := mq.NewOffsetReader(namesrv, "", "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	testenv.WaitFor(t, time.Minute, func() error {
-		qs, err := r.Offsets(ctx, group, topic)
-		if err != nil {
-			return err
-		}
-		for _, q := range qs {
-			if q.Committed != q.Max {
-				return fmt.Errorf("queue %d: committed %d of %d", q.QueueID, q.Committed, q.Max)
-			}
 		}
 		return nil
 	})

@@ -26,16 +26,13 @@ const (
 // of the topic yet, a failure stops the start; otherwise it is logged (a
 // queue added since stays without a point until a later start).
 func seedRecoveryPoints(ctx context.Context, cfg bridgeConfig, db *store.Store, log *slog.Logger) error {
-	have, err := db.RecoveryPoints(ctx)
+	seeded, err := db.HasRecoveryPoints(ctx, cfg.Topic)
 	if err != nil {
-		return fmt.Errorf("recovery points: %w", err)
+		return err
 	}
-	first, timeout := true, firstSeedTimeout
-	for _, p := range have {
-		if p.Topic == cfg.Topic {
-			first, timeout = false, laterSeedTimeout
-			break
-		}
+	first, timeout := !seeded, firstSeedTimeout
+	if seeded {
+		timeout = laterSeedTimeout
 	}
 	n, queues, err := seedPoints(ctx, cfg, db, timeout)
 	switch {

@@ -361,8 +361,8 @@ func conflict(db *gorm.DB, e fsm.Event, cur fsm.Order, src wire.Envelope, reason
 	}
 	err := db.Transaction(func(tx *gorm.DB) error {
 		if src.Queue != nil && src.Queue.Valid() {
-			if err := tx.Exec(`WITH `+receiptSQL("")+` SELECT 1`, receiptArgs(src)...).Error; err != nil {
-				return fmt.Errorf("record receipt: %w", err)
+			if err := insertReceipts(tx, []wire.QueueOffset{*src.Queue}); err != nil {
+				return err
 			}
 		}
 		if counted {

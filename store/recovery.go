@@ -52,7 +52,12 @@ func (s *Store) RecordReceipts(ctx context.Context, qs []wire.QueueOffset) error
 			return fmt.Errorf("record receipt %+v: %w", q, ErrInvalid)
 		}
 	}
-	db := s.db.WithContext(ctx)
+	return insertReceipts(s.db.WithContext(ctx), qs)
+}
+
+// insertReceipts inserts the receipts of qs, valid places, with db (a
+// transaction's, to commit them with what it writes).
+func insertReceipts(db *gorm.DB, qs []wire.QueueOffset) error {
 	for len(qs) > 0 {
 		n := min(len(qs), maxReceiptBatch)
 		var b strings.Builder
@@ -103,14 +108,12 @@ func (s *Store) SeedRecoveryPoints(ctx context.Context, qs []wire.QueueOffset) (
 	return seeded, nil
 }
 
-// pointsSQL reads each queue's point and the first offset at or above it
-// without a receipt: the receipts from the point up, numbered in order,
-// form an unbroken run from the point exactly when offset - row_number is
-// the point - 1 (the classic gaps-and-islands query).
-const pointsSQL = `SELECT p.topic, p.broker, p.queue_id, p.next_offset, p.since, p.moved_at,
-	COALESCE(run.last + 1, p.next_offset) AS next,
-	(SELECT count(*) FROM message_receipts r WHERE r.topic = p.topic AND r.broker = p.broker
-		AND r.queue_id = p.queue_id AND r.queue_offset >= COALESCE(run.last + 1, p.next_offset)) AS above
+// nextSQL reads each queue's point and the first offset at or above it
+// without a receipt (next): the receipts from the point up, numbered in
+// order, form an unbroken run from the point exactly when offset -
+// row_number is the point - 1 (the classic gaps-and-islands query).
+const nextSQL = `SELECT p.topic, p.broker, p.queue_id, p.next_offset, p.since, p.moved_at,
+	COALESCE(run.last + 1, p.next_offset) AS next
 FROM recovery_points AS p
 LEFT JOIN LATERAL (
 	SELECT max(x.queue_offset) AS last FROM (
@@ -118,8 +121,25 @@ LEFT JOIN LATERAL (
 		FROM message_receipts r
 		WHERE r.topic = p.topic AND r.broker = p.broker AND r.queue_id = p.queue_id AND r.queue_offset >= p.next_offset
 	) AS x WHERE x.island = p.next_offset - 1
-) AS run ON true
-ORDER BY p.topic, p.broker, p.queue_id`
+) AS run ON true`
+
+// pointsSQL is nextSQL with the count of the receipts above next, in the
+// queues' order.
+const pointsSQL = `SELECT m.*, (SELECT count(*) FROM message_receipts r WHERE r.topic = m.topic AND r.broker = m.broker
+		AND r.queue_id = m.queue_id AND r.queue_offset >= m.next) AS above
+FROM (` + nextSQL + `) AS m
+ORDER BY m.topic, m.broker, m.queue_id`
+
+// HasRecoveryPoints reports whether any queue of topic has a recovery
+// point.
+func (s *Store) HasRecoveryPoints(ctx context.Context, topic string) (bool, error) {
+	var found bool
+	err := s.db.WithContext(ctx).Raw(`SELECT EXISTS (SELECT 1 FROM recovery_points WHERE topic = ?)`, topic).Row().Scan(&found)
+	if err != nil {
+		return false, fmt.Errorf("read recovery points: %w", err)
+	}
+	return found, nil
+}
 
 // RecoveryPoints reads every queue's recovery point, moved over the
 // receipts recorded above it; it changes nothing.
@@ -151,7 +171,7 @@ func (s *Store) MoveRecoveryPoints(ctx context.Context) (int64, error) {
 	var moved int64
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		up := tx.Exec(`UPDATE recovery_points AS p SET next_offset = m.next, moved_at = now()
-			FROM (` + pointsSQL + `) AS m
+			FROM (` + nextSQL + `) AS m
 			WHERE p.topic = m.topic AND p.broker = m.broker AND p.queue_id = m.queue_id AND m.next > p.next_offset`)
 		if up.Error != nil {
 			return fmt.Errorf("move recovery points: %w", up.Error)

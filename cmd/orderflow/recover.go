@@ -152,7 +152,7 @@ func recoverAll(ctx context.Context, cfg config.Config, rep *recoverReport) erro
 	for _, p := range rep.Rewind.Rewinds {
 		rep.ConsumersOnline = max(rep.ConsumersOnline, p.ConsumersOnline)
 	}
-	if err := checkPoints(rep.Rewind); err != nil {
+	if err := checkPoints(rep.Rewind, rep.Fallback); err != nil {
 		return err
 	}
 	if !rep.DryRun && rep.ConsumersOnline > 0 {
@@ -193,8 +193,9 @@ func recoverAll(ctx context.Context, cfg config.Config, rep *recoverReport) erro
 
 // checkPoints refuses a plan that would lose events: a queue with no
 // recovery point and no -since to rewind it by, or a queue whose point (or
-// fallback time) the broker's retention has passed.
-func checkPoints(p recovery.Plan) error {
+// the fallback time, for a queue without one) the broker's retention has
+// passed.
+func checkPoints(p recovery.Plan, fallback time.Time) error {
 	if p.NoFallback {
 		var names []string
 		for _, q := range p.Queues {
@@ -210,21 +211,13 @@ func checkPoints(p recovery.Plan) error {
 			"recovery point is (the queue starts at offset %d; its retention, fileReservedTime, is shorter): the events of those messages "+
 			"cannot be replayed from it (docs/operating.md, restoring the database)", q.Point, q.Topic, q.QueueID, q.Broker, q.Min)
 	}
-	for _, r := range p.Rewinds {
-		var timed mq.RewindPlan
-		timed.To = r.To
-		for _, q := range r.Queues {
-			for _, pq := range p.Queues {
-				if pq.Source == recovery.FromTime && pq.Topic == q.Topic && pq.Broker == q.Broker && pq.QueueID == q.QueueID {
-					timed.Queues = append(timed.Queues, q)
-				}
-			}
-		}
-		if err := checkRetention(timed); err != nil {
-			return err
+	timed := mq.RewindPlan{To: fallback}
+	for _, q := range p.Queues {
+		if q.Source == recovery.FromTime {
+			timed.Queues = append(timed.Queues, q.QueueRewind)
 		}
 	}
-	return nil
+	return checkRetention(timed)
 }
 
 // replayLimitDefault is dlq replay's -limit default.

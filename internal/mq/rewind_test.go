@@ -46,7 +46,7 @@ func TestRewindPlanAndApply(t *testing.T) {
 	ctx := context.Background()
 
 	c := startCollecting(t, namesrv, topic, group)
-	waitCommittedAtMax(t, r, group, topic)
+	testenv.WaitConsumed(t, namesrv, group, topic)
 	c.stop(t)
 	plan := waitPlanOffline(t, rw, group, topic, mark)
 	for _, q := range plan.Queues {
@@ -121,7 +121,7 @@ func TestRewindRefusedWhileConsumersOnline(t *testing.T) {
 
 	c := startCollecting(t, namesrv, topic, group)
 	defer c.stop(t)
-	waitCommittedAtMax(t, r, group, topic)
+	testenv.WaitConsumed(t, namesrv, group, topic)
 	var plan mq.RewindPlan
 	testenv.WaitFor(t, 30*time.Second, func() error {
 		var err error
@@ -340,24 +340,6 @@ func (c *collector) stop(t *testing.T) {
 	})
 }
 
-// waitCommittedAtMax waits until group has committed every queue's maximum
-// offset (the client commits every 5 s).
-func waitCommittedAtMax(t *testing.T, r *mq.OffsetReader, group, topic string) {
-	t.Helper()
-	testenv.WaitFor(t, time.Minute, func() error {
-		qs, err := r.Offsets(context.Background(), group, topic)
-		if err != nil {
-			return err
-		}
-		for _, q := range qs {
-			if q.Committed != q.Max {
-				return fmt.Errorf("queue %d: committed %d of max %d", q.QueueID, q.Committed, q.Max)
-			}
-		}
-		return nil
-	})
-}
-
 // waitPlanOffline plans until the brokers have seen the group's consumers
 // leave, and returns that plan.
 func waitPlanOffline(t *testing.T, rw *mq.Rewinder, group, topic string, to time.Time) mq.RewindPlan {
@@ -386,10 +368,10 @@ func TestRewindNeverSkips(t *testing.T) {
 	testenv.CreateTopic(t, topic, 2)
 	testenv.Publish(t, topic, 12)
 	testenv.WaitIndexed(t, namesrv, topic, 12)
-	r, rw := offsetClients(t, namesrv)
+	_, rw := offsetClients(t, namesrv)
 	ctx := context.Background()
 	c := startCollecting(t, namesrv, topic, group)
-	waitCommittedAtMax(t, r, group, topic)
+	testenv.WaitConsumed(t, namesrv, group, topic)
 	c.stop(t)
 	// Then the group has consumed the first message of each queue, and no
 	// more.

@@ -90,3 +90,27 @@ func WaitIndexed(t testing.TB, namesrv, topic string, n int64) {
 		return nil
 	})
 }
+
+// WaitConsumed waits until group has committed, in every queue of topic,
+// the queue's maximum offset: it has consumed every message stored (its
+// client commits every 5 s).
+func WaitConsumed(t testing.TB, namesrv, group, topic string) {
+	t.Helper()
+	r, err := mq.NewOffsetReader(namesrv, "", "", nil)
+	if err != nil {
+		t.Fatalf("testenv: offset reader: %v", err)
+	}
+	defer r.Close()
+	WaitFor(t, time.Minute, func() error {
+		qs, err := r.Offsets(context.Background(), group, topic)
+		if err != nil {
+			return err
+		}
+		for _, q := range qs {
+			if q.Committed != q.Max {
+				return fmt.Errorf("queue %d of %s: group %s committed %d of max %d", q.QueueID, topic, group, q.Committed, q.Max)
+			}
+		}
+		return nil
+	})
+}
