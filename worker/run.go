@@ -92,7 +92,7 @@ func parse(args []string, out io.Writer) (config.Config, options, error) {
 		fmt.Sprintf("the %s version new order runs record: %d, the newest (a new order's first status costs no upsert); "+
 			"%d, which workers of 0.2.0 replay; %d, which workers of 0.1.0 replay (keep the release's own during a rollout "+
 			"from it, so that a rollback strands no run)",
-			workflows.ChangeLocalActivities, workflows.LatestVersion, workflows.PreviousReleaseVersion, workflows.OldestWriteVersion)))
+			workflows.ChangeLocalActivities, workflows.LatestVersion, workflows.Release020Version, workflows.Release010Version)))
 	s.String(&o.DeploymentName, "", w("deployment-name", "DEPLOYMENT_NAME",
 		"Worker Deployment this worker belongs to; set, it turns Worker Versioning on (the worker takes the tasks of its version "+
 			"only once that version is current: `temporal worker deployment set-current-version`); empty: unversioned"))

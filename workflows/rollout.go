@@ -13,13 +13,19 @@ const (
 	// LatestVersion is the newest version this code replays and, by
 	// default, records.
 	LatestVersion = int(versionStartStatus)
+	// Release010Version, Release020Version and Release030Version are the
+	// newest versions each release replays: a rollout from that release
+	// records it until the new build is promoted.
+	Release010Version = int(versionLeanTasks)
+	Release020Version = int(versionVerifyMemory)
+	Release030Version = int(versionStartStatus)
 	// PreviousReleaseVersion is the newest version the previous release
 	// (CHANGELOG.md) replays: while it is below LatestVersion, a rollout
 	// that may be rolled back records it (WriteVersionProvider).
-	PreviousReleaseVersion = int(versionVerifyMemory)
+	PreviousReleaseVersion = Release020Version
 	// OldestWriteVersion is the oldest version new runs may be told to
 	// record: the newest 0.1.0 replays.
-	OldestWriteVersion = int(versionLeanTasks)
+	OldestWriteVersion = Release010Version
 )
 
 // CheckWriteVersion returns an error unless v is a version of
