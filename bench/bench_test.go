@@ -195,6 +195,15 @@ func TestDrawSweepChart(t *testing.T) {
 
 func TestSummaryLines(t *testing.T) {
 	dev := sweptEngine("dev", 100)
+	// CPU ms per event at the interleaved rate: orderflow's own is its
+	// bridge's, worker's and SQL's (5+6+2 = 13; Redis is not its own), over
+	// the direct floor's engine (20): 0.65; the engine's 24/20 = 1.20 and
+	// every process's 50/40 = 1.25 over the pipeline floor's.
+	dev.Interleaved = &interleaveResult{Rate: 36, CPUPerEvent: map[string]map[string]float64{
+		stageOrderflow: {"bridge": 5, "worker": 6, "postgres": 2, "redis": 1, "temporal": 24, allGroups: 50},
+		stagePipeline:  {"bridge": 4, "temporal": 20, allGroups: 40},
+		stageDirect:    {"temporal": 20, allGroups: 30},
+	}}
 	server := engineResult{Name: "server", E2E: cellResult{Rate: 150.25}, Sweep: &sweepResult{Capacity: 61.04,
 		Near: &cellResult{P99: 90 * time.Millisecond}}}
 	res := results{Engines: []engineResult{dev, server}}
@@ -203,8 +212,10 @@ func TestSummaryLines(t *testing.T) {
 	// capacity over it; what was not measured (the server's floors, its
 	// costs) is "-".
 	want := []string{
-		"orderflow bench [temporal=server]: e2e=150.2 floor=- floor_ratio=- capacity=61.0 p99_ms=90 actions_per_event=-",
-		"orderflow bench: e2e=100.0 floor=50.0 floor_ratio=0.80 capacity=40.0 p99_ms=700 actions_per_event=3.46",
+		"orderflow bench [temporal=server]: e2e=150.2 floor=- floor_ratio=- capacity=61.0 p99_ms=90 actions_per_event=- " +
+			"pipeline_ratio=- own_cpu_ratio=- engine_cpu_ratio=- cpu_ratio=-",
+		"orderflow bench: e2e=100.0 floor=50.0 floor_ratio=0.80 capacity=40.0 p99_ms=700 actions_per_event=3.46 " +
+			"pipeline_ratio=0.89 own_cpu_ratio=0.65 engine_cpu_ratio=1.20 cpu_ratio=1.25",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("summary lines\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

@@ -140,3 +140,41 @@ func describeInterleaved(x interleaveResult) []string {
 	}
 	return lines
 }
+
+// ownGroups are orderflow's own process groups: the bridge, the worker and
+// its SQL (PostgreSQL holds only orderflow's databases on either engine:
+// the server engine's persistence runs in an instance of its own, counted
+// as the engine).
+var ownGroups = []string{"bridge", "worker", "postgres"}
+
+// cpuRatios are the last line's CPU ratios, from the interleaved phase at
+// its common rate (0 where a figure is missing): OwnEngine is orderflow's
+// own CPU per event over the engine's in the direct floor; Engine and All
+// are the engine's and every process's CPU per event, orderflow's over
+// the pipeline floor's.
+type cpuRatios struct {
+	OwnEngine, Engine, All float64
+}
+
+// ratios computes x's cpuRatios.
+func (x *interleaveResult) ratios() cpuRatios {
+	if x == nil {
+		return cpuRatios{}
+	}
+	div := func(a, b float64) float64 {
+		if a <= 0 || b <= 0 {
+			return 0
+		}
+		return a / b
+	}
+	o, p, d := x.CPUPerEvent[stageOrderflow], x.CPUPerEvent[stagePipeline], x.CPUPerEvent[stageDirect]
+	var own float64
+	for _, g := range ownGroups {
+		own += o[g]
+	}
+	return cpuRatios{
+		OwnEngine: div(own, d["temporal"]),
+		Engine:    div(o["temporal"], p["temporal"]),
+		All:       div(o[allGroups], p[allGroups]),
+	}
+}

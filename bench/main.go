@@ -30,7 +30,10 @@
 // line per engine, the dev engine's last and untagged, floor being the
 // direct floor's capacity:
 //
-//	orderflow bench [temporal=server]: e2e=<events/s> floor=<events/s> floor_ratio=<capacity/floor capacity> capacity=<events/s> p99_ms=<p99 at 0.9 x capacity> actions_per_event=<at 0.9 x capacity>
+//	orderflow bench [temporal=server]: e2e=<events/s> floor=<events/s> floor_ratio=<capacity/floor capacity> capacity=<events/s> p99_ms=<p99 at 0.9 x capacity> actions_per_event=<at 0.9 x capacity> pipeline_ratio=<capacity/pipeline floor capacity> own_cpu_ratio=<orderflow's own CPU per event/the engine's in the direct floor> engine_cpu_ratio=<the engine's CPU per event, orderflow/pipeline floor> cpu_ratio=<every process's, orderflow/pipeline floor>
+//
+// The CPU ratios come from the interleave phase, all three stages at one
+// rate; orderflow's own CPU is its bridge's, its worker's and its SQL's.
 //
 // Run it with `make bench`.
 package main
@@ -392,9 +395,11 @@ func summaryLines(res results) []string {
 				}
 			}
 		}
-		l := fmt.Sprintf("orderflow bench%s: e2e=%s floor=%s floor_ratio=%s capacity=%s p99_ms=%s actions_per_event=%s",
+		r := er.Interleaved.ratios()
+		l := fmt.Sprintf("orderflow bench%s: e2e=%s floor=%s floor_ratio=%s capacity=%s p99_ms=%s actions_per_event=%s "+
+			"pipeline_ratio=%s own_cpu_ratio=%s engine_cpu_ratio=%s cpu_ratio=%s",
 			tag, figure(er.E2E.Rate, 1), figure(capacity(er.DirectSweep), 1), figure(er.DirectRatio, 2), figure(capacity(er.Sweep), 1),
-			figure(p99, 0), figure(actions, 2))
+			figure(p99, 0), figure(actions, 2), figure(er.CapacityRatio, 2), figure(r.OwnEngine, 2), figure(r.Engine, 2), figure(r.All, 2))
 		if er.Name == referenceEngine {
 			last = l
 		} else {
