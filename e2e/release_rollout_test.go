@@ -116,9 +116,12 @@ func testRollout(ctx context.Context, t *testing.T, rel testenv.Release, version
 	}
 	ramp := func(build string, pct float32) func() error {
 		return func() error {
-			_, err := tc.WorkerDeploymentClient().GetHandle(deployment).SetRampingVersion(ctx,
-				client.WorkerDeploymentSetRampingVersionOptions{BuildID: build, Percentage: pct})
-			return err
+			untilAccepted(ctx, t, fmt.Sprintf("ramp build %s to %v%%", build, pct), func() error {
+				_, err := tc.WorkerDeploymentClient().GetHandle(deployment).SetRampingVersion(ctx,
+					client.WorkerDeploymentSetRampingVersionOptions{BuildID: build, Percentage: pct})
+				return err
+			})
+			return nil
 		}
 	}
 	type step struct {

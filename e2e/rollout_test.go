@@ -160,14 +160,25 @@ func TestRollingUpgradeAndRollback(t *testing.T) {
 func setCurrent(ctx context.Context, t *testing.T, c client.Client, deployment, build string) {
 	t.Helper()
 	h := c.WorkerDeploymentClient().GetHandle(deployment)
+	untilAccepted(ctx, t, fmt.Sprintf("set the current version of %s to %s", deployment, build), func() error {
+		_, err := h.SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{BuildID: build})
+		return err
+	})
+}
+
+// untilAccepted retries a change of a Worker Deployment for 90 s, every
+// 500 ms, until the server accepts it: a build must have polled every task
+// queue the current version polls before it may be made current or ramp.
+func untilAccepted(ctx context.Context, t *testing.T, what string, change func() error) {
+	t.Helper()
 	deadline := time.Now().Add(90 * time.Second)
 	for {
-		_, err := h.SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{BuildID: build})
+		err := change()
 		if err == nil {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("set the current version of %s to %s: %v", deployment, build, err)
+			t.Fatalf("%s: %v", what, err)
 		}
 		sleepCtx(ctx, 500*time.Millisecond)
 	}

@@ -22,7 +22,7 @@ const (
 	// PreviousReleaseVersion is the newest version the previous release
 	// (CHANGELOG.md) replays: while it is below LatestVersion, a rollout
 	// that may be rolled back records it (WriteVersionProvider).
-	PreviousReleaseVersion = Release020Version
+	PreviousReleaseVersion = Release030Version
 	// OldestWriteVersion is the oldest version new runs may be told to
 	// record: the newest 0.1.0 replays.
 	OldestWriteVersion = Release010Version
