@@ -41,9 +41,9 @@ export ORDERFLOW_ROCKETMQ_PROFILE := $(ROCKETMQ)
 
 # The Temporal profile of the local stack: dev (`temporal server start-dev`,
 # the default, for make demo and make test) or server (the Temporal server
-# on the local PostgreSQL, ORDERFLOW_TEMPORAL_SHARDS history shards, default
-# 4); see scripts/stack/temporal-server.sh. `make up TEMPORAL=server` after
-# a `make down`.
+# on a PostgreSQL instance of its own, ORDERFLOW_TEMPORAL_SHARDS history
+# shards, default 4); see scripts/stack/temporal-server.sh. `make up
+# TEMPORAL=server` after a `make down`.
 TEMPORAL ?= $(or $(ORDERFLOW_TEMPORAL_PROFILE),dev)
 TEMPORAL := $(TEMPORAL)
 export ORDERFLOW_TEMPORAL_PROFILE := $(TEMPORAL)
@@ -148,10 +148,10 @@ deploy-check:
 	@ORDERFLOW_CACHE=$(ORDERFLOW_CACHE) GO=$(GO) scripts/deploy-check.sh
 
 ## bench: start the stack, then measure orderflow on two Temporal engines
-## (a dev server and the Temporal server on PostgreSQL, each started by the
-## benchmark beside the stack on ports of its own): backlog drains of
-## orderflow and of the pipeline floor (a no-op workflow behind the same
-## bridge), duplicates, a hot order and a capacity sweep of each, then the
+## (a dev server and the Temporal server on a PostgreSQL of its own, each
+## started by the benchmark beside the stack on ports of its own): backlog
+## drains of orderflow and of the pipeline floor (a no-op workflow behind the
+## same bridge), duplicates, a hot order and a capacity sweep of each, then the
 ## engine's direct floor (the no-op workflow signalled directly), drained
 ## and swept; writes bench/results/<date>-<commit>.json; 25 to 30 minutes
 ## (BENCHMARKS.md)

@@ -3,16 +3,20 @@
 # make up TEMPORAL=server; the benchmark starts one beside the stack): the
 # Temporal server built from the Go module proxy (go.temporal.io/server:
 # cmd/server, and cmd/tools/sql, the schema tool with the schemas it embeds)
-# on two databases of the local PostgreSQL on ORDERFLOW_PG_PORT:
-# ORDERFLOW_TEMPORAL_DB (default temporal) and the same name with
-# _visibility, owned by the role temporal (password temporal). Frontend,
-# history, matching and worker run in one process; from the Temporal port P
+# on a PostgreSQL instance of its own, apart from orderflow's: a cluster of
+# the binaries postgres.sh installs in <data>/temporal-server/postgres, on
+# 127.0.0.1:ORDERFLOW_TEMPORAL_PG_PORT (default the Temporal port + 10),
+# started and stopped with the server. In it, two databases owned by the
+# role temporal (password temporal): ORDERFLOW_TEMPORAL_DB (default
+# temporal) and the same name with _visibility. Frontend, history, matching
+# and worker run in one process; from the Temporal port P
 # (ORDERFLOW_TEMPORAL_PORT) it takes
 #   P        frontend gRPC, the address clients use
 #   P+1..3   history, matching and worker gRPC
 #   P+4..7   membership of frontend, history, matching and worker
 #   P+8      frontend HTTP API
 #   P+9      the server's Prometheus metrics (/metrics)
+#   P+10     its PostgreSQL, unless ORDERFLOW_TEMPORAL_PG_PORT says otherwise
 # and the Web UI server (github.com/temporalio/ui-server, the version the CLI
 # embeds) listens on ORDERFLOW_TEMPORAL_UI_PORT. Sourced by temporal.sh,
 # whose temporal_up, temporal_down and temporal_status it replaces.
@@ -29,8 +33,7 @@
 #   ORDERFLOW_TEMPORAL_PROFILE=server ORDERFLOW_TEMPORAL_PORT=7333 \
 #   ORDERFLOW_TEMPORAL_UI_PORT=8333 scripts/stack.sh up temporal
 # (and the same variables with down and status); clients then use
-# TEMPORAL_ADDRESS=127.0.0.1:7333. Two server profiles on one PostgreSQL need
-# different ORDERFLOW_TEMPORAL_DB: a server refuses databases in use.
+# TEMPORAL_ADDRESS=127.0.0.1:7333, and its PostgreSQL is on 7343.
 
 TSERVER_VERSION=1.29.2
 TSERVER_HOME=$CACHE/temporal-server-$TSERVER_VERSION
@@ -52,8 +55,76 @@ TUI_DIR=$DATA/temporal-ui
 TUI_PID=$TUI_DIR/temporal-ui.pid
 TUI_LOG=$LOGS/temporal-ui.log
 
+# The server's PostgreSQL: like the stack's (postgres.sh), kept in
+# /var/lib/orderflow when user postgres cannot reach the data folder.
+TPG_PORT=${ORDERFLOW_TEMPORAL_PG_PORT:-$((TEMPORAL_PORT + 10))}
+TPG_DATA=$TSERVER_DIR/postgres
+TPG_LOG=$LOGS/temporal-postgres.log
+TPG_SOCK=$DATA/run/temporal-postgres
+if [ -n "${PG_BASE:-}" ]; then
+	TPG_DATA=$PG_BASE/temporal-postgres TPG_LOG=$PG_BASE/temporal-postgres.log TPG_SOCK=$PG_BASE/temporal-run
+fi
+if [ "${#TPG_SOCK}" -gt 90 ]; then TPG_SOCK=/tmp/orderflow-tpg-$(id -u)-$TPG_PORT; fi # a socket's path is short
+
 # tserver_port N: the server's port P+N (see the table above).
 tserver_port() { echo $((TEMPORAL_PORT + $1)); }
+
+# tpg_psql DATABASE ARGS...: psql as the instance's superuser over its
+# socket, with the databases' names as variables.
+tpg_psql() {
+	as_pg "$PG_BIN/psql" -X -q -h "$TPG_SOCK" -p "$TPG_PORT" -U postgres -d "$1" -v ON_ERROR_STOP=1 \
+		-v db="$TSERVER_DB" -v visdb="$TSERVER_VIS_DB" "${@:2}"
+}
+tpg_running() { [ -n "$PG_BIN" ] && [ -f "$TPG_DATA/PG_VERSION" ] && as_pg "$PG_BIN/pg_ctl" -D "$TPG_DATA" status >/dev/null 2>&1; }
+tpg_healthy() { "$PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$TPG_PORT"; }
+# tpg_running_port: the port it was started with, from its settings.
+tpg_running_port() { sed -n 's/^port = \([0-9]*\)$/\1/p' "$TPG_DATA/orderflow.conf" 2>/dev/null; }
+
+# tpg_start: the cluster, initialised when missing, with the stack's
+# settings (deploy/postgres/local.conf) but TLS, on its own port and socket.
+tpg_start() {
+	if [ ! -f "$TPG_DATA/PG_VERSION" ]; then
+		say temporal-postgres "initialising cluster in $TPG_DATA"
+		as_pg "$PG_BIN/initdb" -D "$TPG_DATA" -U postgres -E UTF8 --locale=C.UTF-8 --auth-local=trust --auth-host=scram-sha-256 >>"$TPG_LOG" 2>&1 ||
+			fail temporal-postgres "initdb failed: $(last_error "$TPG_LOG")" "$TPG_LOG"
+		echo "include_if_exists = 'orderflow.conf'" >>"$TPG_DATA/postgresql.conf"
+	fi
+	require_free_port temporal-postgres "$TPG_PORT"
+	{
+		echo "# Written by scripts/stack/temporal-server.sh from deploy/postgres/local.conf at every start."
+		cat "$ROOT/deploy/postgres/local.conf"
+		printf "%s\n" "ssl = off" "port = $TPG_PORT" "unix_socket_directories = '$TPG_SOCK'"
+	} >"$TPG_DATA/orderflow.conf"
+	if is_root; then chown postgres: "$TPG_DATA/orderflow.conf"; fi
+	say temporal-postgres "starting on 127.0.0.1:$TPG_PORT"
+	as_pg "$PG_BIN/pg_ctl" -D "$TPG_DATA" -l "$TPG_LOG" -w -t "$HEALTH_TIMEOUT" start >/dev/null 2>&1 ||
+		fail temporal-postgres "did not start within ${HEALTH_TIMEOUT}s: $(last_error "$TPG_LOG")" "$TPG_LOG"
+}
+
+# tpg_up: the server's PostgreSQL, started unless it runs.
+tpg_up() {
+	if [ -z "$PG_BIN" ]; then apt_install postgres postgresql && PG_BIN=$(pg_bindir); fi
+	[ -n "$PG_BIN" ] || fail temporal-postgres "PostgreSQL binaries still missing after install" "$LOGS/postgres-install.log"
+	if is_root && ! id postgres >/dev/null 2>&1; then fail temporal-postgres "user postgres is missing; reinstall Debian's postgresql-common"; fi
+	[ "$TPG_PORT" != "$PG_PORT" ] || fail temporal-postgres "ORDERFLOW_TEMPORAL_PG_PORT is the stack's PostgreSQL port $PG_PORT; give the server's PostgreSQL another"
+	mkdir -p "$TPG_DATA" "$TPG_SOCK"
+	touch "$TPG_LOG"
+	if is_root; then chown postgres: "$TPG_DATA" "$TPG_SOCK" "$TPG_LOG"; fi
+	chmod 700 "$TPG_DATA" "$TPG_SOCK"
+	if [ -n "${PG_BASE:-}" ]; then
+		[ -L "$TSERVER_DIR/postgres" ] || [ ! -e "$TSERVER_DIR/postgres" ] || fail temporal-postgres "$TSERVER_DIR/postgres exists but user postgres cannot reach $DATA; make its parent directories world-executable (chmod o+x) or move the clone"
+		ln -sfn "$TPG_DATA" "$TSERVER_DIR/postgres"
+		ln -sfn "$TPG_LOG" "$LOGS/temporal-postgres.log"
+	fi
+	if tpg_running && [ "$(tpg_running_port)" != "$TPG_PORT" ]; then
+		fail temporal-postgres "this data folder's server profile has its PostgreSQL on 127.0.0.1:$(tpg_running_port), not $TPG_PORT; stop it first (scripts/stack.sh down temporal with its ports), or use another ORDERFLOW_DATA"
+	fi
+	up_service temporal-postgres "$TPG_LOG" "127.0.0.1:$TPG_PORT" tpg
+}
+tpg_down() {
+	tpg_running && { as_pg "$PG_BIN/pg_ctl" -D "$TPG_DATA" -m fast -w -t 60 stop >/dev/null 2>&1 || fail temporal-postgres "pg_ctl stop failed" "$TPG_LOG"; }
+	say temporal-postgres "stopped"
+}
 
 tserver_build() {
 	into_cache temporal "$TSERVER_HOME" "Temporal server v$TSERVER_VERSION and temporal-sql-tool, built from the Go module proxy (about 10 minutes)" \
@@ -74,32 +145,22 @@ tui_running_port() { sed -n 's/^port: \([0-9]*\)$/\1/p' "$TUI_DIR/config/orderfl
 tserver_healthy() { temporal_cli operator cluster health 2>/dev/null | grep -q SERVING; }
 tui_healthy() { temporal_healthy; }
 
-# tserver_psql ARGS...: psql on database orderflow as role orderflow (which
-# has CREATEROLE and CREATEDB), with the databases' names as variables.
-tserver_psql() { pg_sql orderflow -v db="$TSERVER_DB" -v visdb="$TSERVER_VIS_DB" "$@"; }
-
-# tserver_db: role temporal and the two databases, created when missing; the
-# main one is stamped with the number of history shards when it is created,
-# and a different number is refused.
+# tserver_db: role temporal and the two databases in the server's
+# PostgreSQL, created when missing; the main one is stamped with the number
+# of history shards when it is created, and a different number is refused.
 tserver_db() {
 	local comment shards
-	if [ -z "$PG_BIN" ] || ! postgres_external; then
-		fail temporal "the server profile needs PostgreSQL on 127.0.0.1:$PG_PORT with role orderflow; start it with: scripts/stack.sh up postgres"
-	fi
 	echo "=== $(date -u +%FT%TZ) databases $TSERVER_DB and $TSERVER_VIS_DB" >>"$TSERVER_SCHEMA_LOG"
-	tserver_psql >>"$TSERVER_SCHEMA_LOG" 2>&1 <<EOF || fail temporal "could not create role temporal and databases $TSERVER_DB and $TSERVER_VIS_DB as role orderflow" "$TSERVER_SCHEMA_LOG"
+	tpg_psql postgres >>"$TSERVER_SCHEMA_LOG" 2>&1 <<EOF || fail temporal "could not create role temporal and databases $TSERVER_DB and $TSERVER_VIS_DB on 127.0.0.1:$TPG_PORT" "$TSERVER_SCHEMA_LOG"
 SELECT 'CREATE ROLE temporal LOGIN PASSWORD ''temporal'''
 WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'temporal') \gexec
--- Membership lets orderflow create databases owned by temporal.
-SELECT 'GRANT temporal TO orderflow'
-WHERE NOT pg_has_role('orderflow', 'temporal', 'MEMBER') \gexec
 SELECT unnest(ARRAY[format('CREATE DATABASE %I OWNER temporal', :'db'),
 	format('COMMENT ON DATABASE %I IS %L', :'db', 'orderflow Temporal server: $TSERVER_SHARDS history shards')])
 WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = :'db') \gexec
 SELECT format('CREATE DATABASE %I OWNER temporal', :'visdb')
 WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = :'visdb') \gexec
 EOF
-	comment=$(tserver_psql -tA <<<"SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = :'db'" 2>>"$TSERVER_SCHEMA_LOG") || true
+	comment=$(tpg_psql postgres -tA <<<"SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = :'db'" 2>>"$TSERVER_SCHEMA_LOG") || true
 	shards=$(sed -n 's/^orderflow Temporal server: \([0-9]*\) history shards$/\1/p' <<<"$comment")
 	if [ -n "$shards" ] && [ "$shards" != "$TSERVER_SHARDS" ]; then
 		fail temporal "database $TSERVER_DB was set up with $shards history shards, fixed for its lifetime; set ORDERFLOW_TEMPORAL_SHARDS=$shards, or ORDERFLOW_TEMPORAL_DB=${TSERVER_DB}_$TSERVER_SHARDS for new databases with $TSERVER_SHARDS"
@@ -110,13 +171,13 @@ EOF
 # them would fight this one over the shards.
 tserver_db_unused() {
 	local n
-	n=$(tserver_psql -tA <<<"SELECT count(*) FROM pg_stat_activity WHERE datname IN (:'db', :'visdb')" 2>>"$TSERVER_SCHEMA_LOG") || return 1
+	n=$(tpg_psql postgres -tA <<<"SELECT count(*) FROM pg_stat_activity WHERE datname IN (:'db', :'visdb')" 2>>"$TSERVER_SCHEMA_LOG") || return 1
 	[ "$n" = 0 ]
 }
 
 # tserver_sql_tool DATABASE ARGS...: temporal-sql-tool on DATABASE as role temporal.
 tserver_sql_tool() {
-	SQL_PASSWORD=temporal "$TSERVER_HOME/temporal-sql-tool" --plugin postgres12_pgx --endpoint 127.0.0.1 --port "$PG_PORT" \
+	SQL_PASSWORD=temporal "$TSERVER_HOME/temporal-sql-tool" --plugin postgres12_pgx --endpoint 127.0.0.1 --port "$TPG_PORT" \
 		--user temporal --database "$1" "${@:2}" >>"$TSERVER_SCHEMA_LOG" 2>&1
 }
 
@@ -140,7 +201,7 @@ tserver_schema() {
 # new server would first try to join them, which takes over 30 seconds when
 # their ports changed or are taken by another program.
 tserver_forget_members() {
-	PGPASSWORD=temporal PGCONNECT_TIMEOUT=5 "$PG_BIN/psql" -X -q -h 127.0.0.1 -p "$PG_PORT" -U temporal -d "$TSERVER_DB" \
+	PGPASSWORD=temporal PGCONNECT_TIMEOUT=5 "$PG_BIN/psql" -X -q -h 127.0.0.1 -p "$TPG_PORT" -U temporal -d "$TSERVER_DB" \
 		-v ON_ERROR_STOP=1 -c 'DELETE FROM cluster_membership' >>"$TSERVER_SCHEMA_LOG" 2>&1 ||
 		fail temporal "could not clear table cluster_membership of database $TSERVER_DB" "$TSERVER_SCHEMA_LOG"
 }
@@ -164,7 +225,7 @@ persistence:
       sql:
         pluginName: postgres12_pgx
         databaseName: $TSERVER_DB
-        connectAddr: 127.0.0.1:$PG_PORT
+        connectAddr: 127.0.0.1:$TPG_PORT
         connectProtocol: tcp
         user: temporal
         password: temporal
@@ -175,7 +236,7 @@ persistence:
       sql:
         pluginName: postgres12_pgx
         databaseName: $TSERVER_VIS_DB
-        connectAddr: 127.0.0.1:$PG_PORT
+        connectAddr: 127.0.0.1:$TPG_PORT
         connectProtocol: tcp
         user: temporal
         password: temporal
@@ -266,7 +327,8 @@ tserver_namespace_ready() {
 	return 1
 }
 
-# tserver_start: databases, schemas and configuration, then the server.
+# tserver_start: databases, schemas and configuration, then the server
+# (its PostgreSQL runs: tpg_up).
 tserver_start() {
 	local p
 	if pid_alive "$TEMPORAL_PID" "start-dev.* --port $TEMPORAL_PORT "; then
@@ -299,11 +361,12 @@ temporal_up() {
 		external temporal "Temporal server on 127.0.0.1:$TEMPORAL_PORT with search attribute OrderStatus"
 		return 0
 	fi
+	tpg_up
 	up_service temporal "$TSERVER_LOG" "127.0.0.1:$TEMPORAL_PORT (server profile)" tserver
 	wait_until "$HEALTH_TIMEOUT" tserver_namespace_ready ||
 		fail temporal "namespace default with search attribute OrderStatus not registered within ${HEALTH_TIMEOUT}s: $(last_error "$TSERVER_LOG")" "$TSERVER_LOG"
 	up_service temporal-ui "$TUI_LOG" "http://127.0.0.1:$TEMPORAL_UI_PORT" tui
-	say temporal "healthy: 127.0.0.1:$TEMPORAL_PORT (server profile, $TSERVER_SHARDS history shards), UI http://127.0.0.1:$TEMPORAL_UI_PORT, metrics http://127.0.0.1:$(tserver_port 9)/metrics"
+	say temporal "healthy: 127.0.0.1:$TEMPORAL_PORT (server profile, $TSERVER_SHARDS history shards, PostgreSQL 127.0.0.1:$TPG_PORT), UI http://127.0.0.1:$TEMPORAL_UI_PORT, metrics http://127.0.0.1:$(tserver_port 9)/metrics"
 }
 
 tui_start() {
@@ -316,6 +379,7 @@ tui_start() {
 temporal_down() {
 	stop_pid temporal-ui "$TUI_PID" "temporal-ui-server --root"
 	stop_pid temporal "$TSERVER_PID" "temporal-server --root" 60
+	tpg_down
 }
 
 temporal_status() {
@@ -323,5 +387,10 @@ temporal_status() {
 	show temporal "$TSERVER_PID" "temporal-server --root" "$TEMPORAL_PORT" "$TSERVER_LOG" \
 		"127.0.0.1:$(tserver_running_port)  server profile, $(sed -n 's/^  numHistoryShards: //p' "$TSERVER_DIR/config/orderflow.yaml" 2>/dev/null) history shards" || rc=1
 	show temporal-ui "$TUI_PID" "temporal-ui-server --root" "$TEMPORAL_UI_PORT" "$TUI_LOG" "http://127.0.0.1:$(tui_running_port)" || rc=1
+	if tpg_running; then
+		say temporal-postgres "running  127.0.0.1:$(tpg_running_port)  data $TPG_DATA  log $TPG_LOG"
+	else
+		say temporal-postgres "stopped  data $TPG_DATA  log $TPG_LOG$(port_note "$TPG_PORT")" && rc=1
+	fi
 	return "$rc"
 }
