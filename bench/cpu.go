@@ -17,7 +17,9 @@ import (
 
 // cpuGroups names the group of a process by its command name; any other
 // process is in group "other". Redis is the bridges' shared duplicate
-// filter.
+// filter. Group "postgres" is orderflow's SQL: the server engine's
+// PostgreSQL, an instance of its own, is in group "temporal" (readCPU), as
+// the dev engine's SQLite is, inside its process.
 var cpuGroups = map[string]string{"temporal": "temporal", "temporal-server": "temporal", "postgres": "postgres",
 	"java": "rocketmq", "worker": "worker", "starter": "bridge", "bench": "bench", "redis-server": "redis"}
 
@@ -40,8 +42,10 @@ type cpuSample struct {
 }
 
 // readCPU samples the /proc of fs, leaving out a process that exits while
-// it reads.
-func readCPU(fs procfs.FS) (cpuSample, error) {
+// it reads. store is the postmaster of the engine's PostgreSQL (0: none):
+// it and its children (backends, background workers) are in group
+// "temporal".
+func readCPU(fs procfs.FS, store int) (cpuSample, error) {
 	s := cpuSample{At: time.Now(), Procs: map[int]procCPU{}}
 	st, err := fs.Stat()
 	if err != nil {
@@ -58,6 +62,9 @@ func readCPU(fs procfs.FS) (cpuSample, error) {
 			continue
 		}
 		g := cmp.Or(cpuGroups[ps.Comm], "other")
+		if store > 0 && ps.Comm == "postgres" && (p.PID == store || ps.PPID == store) {
+			g = "temporal"
+		}
 		s.Procs[p.PID] = procCPU{Group: g, Start: ps.Starttime, Seconds: ps.CPUTime()}
 		s.Newest = max(s.Newest, ps.Starttime)
 	}
@@ -118,6 +125,9 @@ type cpuSampler struct {
 	samples []cpuSample
 	paused  atomic.Int32
 	stop    func()
+	// store is the postmaster of the running engine's PostgreSQL, 0 when
+	// it has none (SetEngineStore).
+	store atomic.Int64
 }
 
 // startCPUSampler samples /proc now and every interval until Stop.
@@ -132,7 +142,7 @@ func startCPUSampler(ctx context.Context, interval time.Duration) *cpuSampler {
 		defer t.Stop()
 		for err == nil && ctx.Err() == nil {
 			if c.paused.Load() == 0 {
-				if s, err := readCPU(fs); err == nil {
+				if s, err := readCPU(fs, c.engineStore()); err == nil {
 					c.mu.Lock()
 					c.samples = append(c.samples, s)
 					c.mu.Unlock()
@@ -149,6 +159,24 @@ func startCPUSampler(ctx context.Context, interval time.Duration) *cpuSampler {
 
 // Stop ends the sampling.
 func (c *cpuSampler) Stop() { c.stop() }
+
+// SetEngineStore tells the sampler, and the windows that pause it, the
+// postmaster of the running engine's PostgreSQL (0: none), whose processes
+// are the engine's from then on. A nil sampler has nothing to tell.
+func (c *cpuSampler) SetEngineStore(postmaster int) {
+	if c != nil {
+		c.store.Store(int64(postmaster))
+	}
+}
+
+// engineStore is the postmaster SetEngineStore last gave (0 for a nil
+// sampler).
+func (c *cpuSampler) engineStore() int {
+	if c == nil {
+		return 0
+	}
+	return int(c.store.Load())
+}
 
 // Pause stops the sampling until the returned function is called (once or
 // more); pauses nest. A nil sampler has nothing to pause.
@@ -200,13 +228,14 @@ func newCPUWindow(read func() (cpuSample, error), pause func() (resume func())) 
 	return &cpuWindow{read: read, pause: pause, ended: make(chan struct{})}
 }
 
-// procWindow is a window of the machine's /proc that pauses c.
+// procWindow is a window of the machine's /proc that pauses c, grouping
+// processes as c does.
 func procWindow(c *cpuSampler) (*cpuWindow, error) {
 	fs, err := procfs.NewDefaultFS()
 	if err != nil {
 		return nil, fmt.Errorf("open /proc: %w", err)
 	}
-	return newCPUWindow(func() (cpuSample, error) { return readCPU(fs) }, c.Pause), nil
+	return newCPUWindow(func() (cpuSample, error) { return readCPU(fs, c.engineStore()) }, c.Pause), nil
 }
 
 // Start reads the counters at the window's start and pauses the sampler;

@@ -19,17 +19,29 @@ import (
 )
 
 // writeProc writes a /proc into dir, replacing what was there, and samples
-// it: idle ticks in /proc/stat (iowait a tenth of them) and processes by
-// ID as "comm start utime stime".
+// it with no engine PostgreSQL (writeProcFS).
 func writeProc(t *testing.T, dir string, idle int, procs map[int]string) cpuSample {
+	t.Helper()
+	s, err := readCPU(writeProcFS(t, dir, idle, procs), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// writeProcFS writes a /proc into dir, replacing what was there: idle
+// ticks in /proc/stat (iowait a tenth of them) and processes by ID as
+// "comm start utime stime [ppid]" (parent 0 when left out).
+func writeProcFS(t *testing.T, dir string, idle int, procs map[int]string) procfs.FS {
 	t.Helper()
 	files := map[string]string{"stat": fmt.Sprintf("cpu  100 0 50 %d %d 0 5 0 0 0\nbtime 1000\n", idle, idle/10), "net/tcp": ""}
 	for pid, p := range procs {
-		var comm, start, utime, stime string
-		fmt.Sscan(p, &comm, &start, &utime, &stime)
-		// Fields 3 to 44 of proc(5): utime is 14, stime 15, starttime 22.
-		files[fmt.Sprintf("%d/stat", pid)] = fmt.Sprintf("%d (%s) S%s %s %s%s %s%s\n", pid, comm,
-			strings.Repeat(" 0", 10), utime, stime, strings.Repeat(" 0", 6), start, strings.Repeat(" 0", 22))
+		comm, start, utime, stime, ppid := "", "", "", "", "0"
+		fmt.Sscan(p, &comm, &start, &utime, &stime, &ppid)
+		// Fields 3 to 44 of proc(5): ppid is 4, utime 14, stime 15,
+		// starttime 22.
+		files[fmt.Sprintf("%d/stat", pid)] = fmt.Sprintf("%d (%s) S %s%s %s %s%s %s%s\n", pid, comm, ppid,
+			strings.Repeat(" 0", 9), utime, stime, strings.Repeat(" 0", 6), start, strings.Repeat(" 0", 22))
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
@@ -46,11 +58,7 @@ func writeProc(t *testing.T, dir string, idle int, procs map[int]string) cpuSamp
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := readCPU(fs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return fs
 }
 
 // TestShareBetweenFakeProc samples a made-up /proc twice, 2 s apart, and
@@ -103,6 +111,69 @@ func TestShareBetweenFakeProc(t *testing.T) {
 	}
 }
 
+// TestEngineStoreGroup: once the sampler knows the postmaster of the
+// engine's PostgreSQL, it and its children are the engine's ("temporal"),
+// while orderflow's PostgreSQL (another postmaster and its children) stays
+// "postgres", as does a postgres process of no known parent; a process of
+// another command whose parent is that postmaster keeps its own group, and
+// the engine's postmaster is "postgres" again once the sampler forgets it.
+func TestEngineStoreGroup(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "proc")
+	procs := map[int]string{
+		100: "postgres 100 10 0 1",   // orderflow's postmaster
+		101: "postgres 110 20 0 100", // one of its backends
+		200: "postgres 200 30 0 1",   // the engine's postmaster
+		201: "postgres 210 40 0 200", // its checkpointer
+		202: "postgres 220 50 0 200", // a backend of the Temporal server
+		203: "bash 230 5 0 200",      // not PostgreSQL: its own group
+		300: "postgres 300 60 0",     // a postgres process of no known parent
+		400: "temporal-server 400 70 0 1",
+	}
+	fs := writeProcFS(t, dir, 7000, procs)
+	want := map[int]string{100: "postgres", 101: "postgres", 200: "temporal", 201: "temporal", 202: "temporal",
+		203: "other", 300: "postgres", 400: "temporal"}
+	s, err := readCPU(fs, 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for pid, g := range want {
+		if got := s.Procs[pid].Group; got != g {
+			t.Errorf("pid %d (%s): group %q, want %q", pid, procs[pid], got, g)
+		}
+	}
+
+	// Through the sampler: a window read while it knows the postmaster
+	// puts the engine's SQL in "temporal", orderflow's in "postgres".
+	c := &cpuSampler{}
+	c.SetEngineStore(200)
+	w := fakeWindow(t, dir, c)
+	w.Start()
+	writeProcFS(t, dir, 7100, map[int]string{100: "postgres 100 11 0 1", 101: "postgres 110 29 0 100", 200: "postgres 200 30 0 1",
+		201: "postgres 210 45 0 200", 202: "postgres 220 80 0 200", 300: "postgres 300 60 0", 400: "temporal-server 400 100 0 1",
+		203: "bash 230 5 0 200"})
+	w.End()
+	sh, ok, err := w.Share(0)
+	if !ok || err != nil {
+		t.Fatalf("share %+v, %v, %v", sh, ok, err)
+	}
+	got, _ := cpuSeconds(sh)
+	// postgres: +1 and +9 ticks; temporal: +5 and +30 of the engine's
+	// PostgreSQL, +30 of the server.
+	if math.Abs(got["postgres"]-0.1) > 1e-9 || math.Abs(got["temporal"]-0.65) > 1e-9 {
+		t.Errorf("CPU seconds %v, want postgres 0.10 and temporal 0.65", got)
+	}
+
+	c.SetEngineStore(0)
+	if s, err := readCPU(fs, c.engineStore()); err != nil || s.Procs[200].Group != "postgres" || s.Procs[201].Group != "postgres" {
+		t.Errorf("after the engine stopped: %+v, %v; want its postmaster and children in postgres", s.Procs, err)
+	}
+	var none *cpuSampler
+	none.SetEngineStore(200)
+	if none.engineStore() != 0 {
+		t.Error("a nil sampler keeps a postmaster")
+	}
+}
+
 // processCPU is this process's user + system CPU time from getrusage: the
 // kernel's accounting, read otherwise than through /proc.
 func processCPU(t *testing.T) time.Duration {
@@ -121,7 +192,7 @@ func TestReadCPUSeesABusyProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := readCPU(fs)
+	a, err := readCPU(fs, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +204,7 @@ func TestReadCPUSeesABusyProcess(t *testing.T) {
 		}
 	}
 	burned := processCPU(t) - before
-	b, err := readCPU(fs)
+	b, err := readCPU(fs, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,14 +268,14 @@ func TestCPUStages(t *testing.T) {
 }
 
 // fakeWindow is a CPU window of the made-up /proc in dir (writeProc) that
-// pauses c.
+// pauses c and groups processes as c does.
 func fakeWindow(t *testing.T, dir string, c *cpuSampler) *cpuWindow {
 	t.Helper()
 	fs, err := procfs.NewFS(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newCPUWindow(func() (cpuSample, error) { return readCPU(fs) }, c.Pause)
+	return newCPUWindow(func() (cpuSample, error) { return readCPU(fs, c.engineStore()) }, c.Pause)
 }
 
 // cpuSeconds is what each group of sh used in CPU seconds, and the idle

@@ -166,7 +166,7 @@ func parse(args []string) (config.Config, options, error) {
 	fs.Float(&o.sweep.Within, 0.05, bs("sweep-within", "the sweep bisects between the highest pass and the lowest fail until the lowest fail is within this share of the highest pass (the capacity's resolution)"))
 	fs.Duration(&o.sweep.Step, 30*time.Second, bs("sweep-step", "how long each step's rate is offered: a rate 1 s / sweep-step over capacity (3.3% at 30s) builds a backlog that fails p99 <= 1 s within the step"))
 	fs.Duration(&o.sweep.Cell, 20*time.Second, bs("sweep-cell", "how long 0.5 and 0.9 x the capacity are offered"))
-	fs.String(&enginesFlag, "dev,server", bs("engines", "Temporal engines to measure on, in this order: dev, the dev server (SQLite, ports 7433, 7442 and 8433); server, the Temporal server on the stack's PostgreSQL (7333-7342 and 8333)"))
+	fs.String(&enginesFlag, "dev,server", bs("engines", "Temporal engines to measure on, in this order: dev, the dev server (SQLite, ports 7433, 7442 and 8433); server, the Temporal server on a PostgreSQL of its own (7333-7343 and 8333)"))
 	fs.String(&abbaFlag, "", bs("abba-env", "the abba phase's B: variables added to the worker's and the bridge's environment, KEY=VALUE separated by spaces "+
 		"(ORDERFLOW_BRIDGE_CONCURRENCY and ORDERFLOW_BRIDGE_BATCH_SIZE replace -concurrency and -batch-size)"))
 	fs.String(&phasesFlag, strings.Join(defaultPhases, ","), bs("phases", "phases run on each engine, in this order whatever the flag's (open needs e2e and floor; interleave needs open and direct; abba, an experiment run only when named, needs e2e and -abba-env; direct needs none): "+strings.Join(phaseNames, ", ")))

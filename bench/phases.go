@@ -39,6 +39,14 @@ func (b *bench) runEngine(ctx context.Context, e *engine) (engineResult, error) 
 	if err != nil {
 		return er, err
 	}
+	// The server's PostgreSQL is the engine's in the CPU figures, so that
+	// group postgres is orderflow's SQL alone.
+	store, err := e.storePID()
+	if err != nil {
+		return er, err
+	}
+	b.cpu.SetEngineStore(store)
+	defer b.cpu.SetEngineStore(0)
 	fmt.Fprintf(b.out, "%sTemporal: %s, started in %.1fs (%s)\n", e.tag(), e.Doc, er.StartSeconds, er.StartedBy)
 	eb := *b
 	eb.e = e
