@@ -14,9 +14,12 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"go.temporal.io/sdk/client"
 )
 
 func lookupOf(m map[string]string) func(string) (string, bool) {
@@ -266,5 +269,25 @@ func TestRocketMQTLSConfig(t *testing.T) {
 	c.RegisterRocketMQ(s)
 	if err := s.Parse(nil, lookupOf(map[string]string{"ROCKETMQ_TLS": "yes please"})); err == nil || !strings.Contains(err.Error(), "ROCKETMQ_TLS") {
 		t.Errorf("ROCKETMQ_TLS=yes please: %v", err)
+	}
+}
+
+// TestTemporalGRPCCompression: gzip by default (the SDK's), none on
+// request, anything else refused with the variable's name.
+func TestTemporalGRPCCompression(t *testing.T) {
+	dir := t.TempDir()
+	for v, want := range map[string]client.GrpcCompression{"": &client.GrpcCompressionGzip{},
+		GRPCCompressionGzip: &client.GrpcCompressionGzip{}, GRPCCompressionNone: &client.GrpcCompressionNone{}} {
+		opts, err := (&Config{TemporalConfigFile: dir + "/none.toml", TemporalGRPCCompression: v}).TemporalClientOptions()
+		if err != nil {
+			t.Fatalf("%q: %v", v, err)
+		}
+		if reflect.TypeOf(opts.ConnectionOptions.GrpcCompression) != reflect.TypeOf(want) {
+			t.Errorf("%q: compression %T, want %T", v, opts.ConnectionOptions.GrpcCompression, want)
+		}
+	}
+	_, err := (&Config{TemporalConfigFile: dir + "/none.toml", TemporalGRPCCompression: "zstd"}).TemporalClientOptions()
+	if err == nil || !strings.Contains(err.Error(), "ORDERFLOW_TEMPORAL_GRPC_COMPRESSION") {
+		t.Errorf("zstd: %v, want an error naming the variable", err)
 	}
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -53,6 +54,9 @@ type Config struct {
 	TemporalTLSServerName       string
 	TemporalProfile             string
 	TemporalConfigFile          string
+	// TemporalGRPCCompression compresses the requests to Temporal:
+	// GRPCCompressionGzip or GRPCCompressionNone.
+	TemporalGRPCCompression string
 	// TaskQueue is the task queue of OrderWorkflow.
 	TaskQueue string
 	// DatabaseURL is the PostgreSQL connection URL; TLS as its sslmode says.
@@ -114,6 +118,8 @@ var (
 		Usage: "profile of the Temporal environment configuration file to use"}
 	TemporalConfigFile = Setting{Flag: "temporal-config-file", Env: "TEMPORAL_CONFIG_FILE",
 		Usage: "Temporal environment configuration file (TOML; default: the user's temporalio/temporal.toml)"}
+	TemporalGRPCCompression = Setting{Flag: "temporal-grpc-compression", Env: "ORDERFLOW_TEMPORAL_GRPC_COMPRESSION",
+		Usage: "compression of the gRPC requests to Temporal: " + GRPCCompressionGzip + " or " + GRPCCompressionNone}
 	TaskQueue   = Setting{Flag: "task-queue", Env: "ORDERFLOW_TASK_QUEUE", Usage: "Temporal task queue of OrderWorkflow"}
 	DatabaseURL = Setting{Flag: "database-url", Env: "DATABASE_URL",
 		Usage: "PostgreSQL connection URL (sslmode=require or verify-full for TLS)", Secret: true}
@@ -198,6 +204,7 @@ func (c *Config) RegisterTemporal(s *Set) {
 	s.String(&c.TemporalTLSServerName, "", TemporalTLSServerName)
 	s.String(&c.TemporalProfile, "", TemporalProfile)
 	s.String(&c.TemporalConfigFile, "", TemporalConfigFile)
+	s.String(&c.TemporalGRPCCompression, DefaultGRPCCompression, TemporalGRPCCompression)
 	s.String(&c.TaskQueue, DefaultTaskQueue, TaskQueue)
 }
 
@@ -387,8 +394,24 @@ func (c *Config) TemporalClientOptions() (client.Options, error) {
 	if opts.Namespace == "" {
 		opts.Namespace = DefaultTemporalNamespace
 	}
+	switch cmp.Or(c.TemporalGRPCCompression, DefaultGRPCCompression) {
+	case GRPCCompressionGzip:
+		opts.ConnectionOptions.GrpcCompression = &client.GrpcCompressionGzip{}
+	case GRPCCompressionNone:
+		opts.ConnectionOptions.GrpcCompression = &client.GrpcCompressionNone{}
+	default:
+		return client.Options{}, fmt.Errorf("%s: %q is neither %s nor %s",
+			TemporalGRPCCompression.Env, c.TemporalGRPCCompression, GRPCCompressionGzip, GRPCCompressionNone)
+	}
 	return opts, nil
 }
+
+// The values of TemporalGRPCCompression.
+const (
+	GRPCCompressionGzip    = "gzip"
+	GRPCCompressionNone    = "none"
+	DefaultGRPCCompression = GRPCCompressionGzip
+)
 
 // CoreSetting is a setting of the configuration table with its default.
 type CoreSetting struct {
