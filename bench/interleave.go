@@ -114,17 +114,8 @@ func describeInterleaved(x interleaveResult) []string {
 		if !ok {
 			continue
 		}
-		groups := slices.SortedFunc(maps.Keys(c), func(a, b string) int {
-			return cmp.Or(cmp.Compare(c[b], c[a]), strings.Compare(a, b))
-		})
-		var parts []string
-		for _, g := range groups {
-			if g != allGroups {
-				parts = append(parts, fmt.Sprintf("%s %.1f", g, c[g]))
-			}
-		}
 		lines = append(lines, fmt.Sprintf("%s at %.1f events/s, CPU ms per event: %s; every process %.1f",
-			st, x.Rate, strings.Join(parts, ", "), c[allGroups]))
+			st, x.Rate, groupList(c), c[allGroups]))
 	}
 	var ratios []string
 	for _, p := range [][2]string{{stageOrderflow, stagePipeline}, {stageOrderflow, stageDirect}, {stagePipeline, stageDirect}} {
@@ -161,20 +152,79 @@ func (x *interleaveResult) ratios() cpuRatios {
 	if x == nil {
 		return cpuRatios{}
 	}
-	div := func(a, b float64) float64 {
-		if a <= 0 || b <= 0 {
-			return 0
-		}
-		return a / b
-	}
 	o, p, d := x.CPUPerEvent[stageOrderflow], x.CPUPerEvent[stagePipeline], x.CPUPerEvent[stageDirect]
-	var own float64
-	for _, g := range ownGroups {
-		own += o[g]
-	}
 	return cpuRatios{
-		OwnEngine: div(own, d["temporal"]),
+		OwnEngine: div(ownCPU(o), d["temporal"]),
 		Engine:    div(o["temporal"], p["temporal"]),
 		All:       div(o[allGroups], p[allGroups]),
 	}
+}
+
+// cpuRatiosBA are an A B B A experiment's CPU per event, B's over A's:
+// orderflow's own (ownGroups), the engine's and every process's (0 where a
+// figure is missing).
+type cpuRatiosBA struct {
+	Own    float64 `json:"own"`
+	Engine float64 `json:"engine"`
+	All    float64 `json:"all"`
+}
+
+// ownCPU is orderflow's own CPU per event in a stage's groups.
+func ownCPU(groups map[string]float64) float64 {
+	var own float64
+	for _, g := range ownGroups {
+		own += groups[g]
+	}
+	return own
+}
+
+// abbaCPURatios compares the variants' CPU per event, B over A.
+func abbaCPURatios(perEvent map[string]map[string]float64) *cpuRatiosBA {
+	a, b := perEvent["A"], perEvent["B"]
+	if a == nil || b == nil {
+		return nil
+	}
+	return &cpuRatiosBA{Own: div(ownCPU(b), ownCPU(a)), Engine: div(b["temporal"], a["temporal"]), All: div(b[allGroups], a[allGroups])}
+}
+
+// div is a/b, 0 unless both are positive.
+func div(a, b float64) float64 {
+	if a <= 0 || b <= 0 {
+		return 0
+	}
+	return a / b
+}
+
+// describeABBA is a line per variant of its CPU ms per event by group,
+// then the line of B's over A's.
+func describeABBA(x abbaResult) []string {
+	var lines []string
+	for _, v := range []string{"A", "B"} {
+		c, ok := x.CPUPerEvent[v]
+		if !ok {
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("%s at %.1f events/s, CPU ms per event: %s; own %.1f, every process %.1f",
+			v, x.Rate, groupList(c), ownCPU(c), c[allGroups]))
+	}
+	if r := x.CPURatios; r != nil {
+		lines = append(lines, fmt.Sprintf("B/A CPU per event at %.1f events/s: own %s, the engine's %s, every process's %s",
+			x.Rate, figure(r.Own, 3), figure(r.Engine, 3), figure(r.All, 3)))
+	}
+	return lines
+}
+
+// groupList lists a stage's groups' CPU per event, busiest first, every
+// process's left out.
+func groupList(c map[string]float64) string {
+	groups := slices.SortedFunc(maps.Keys(c), func(a, b string) int {
+		return cmp.Or(cmp.Compare(c[b], c[a]), strings.Compare(a, b))
+	})
+	var parts []string
+	for _, g := range groups {
+		if g != allGroups {
+			parts = append(parts, fmt.Sprintf("%s %.1f", g, c[g]))
+		}
+	}
+	return strings.Join(parts, ", ")
 }

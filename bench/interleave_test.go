@@ -77,3 +77,31 @@ func TestInterleavedCPU(t *testing.T) {
 		t.Errorf("lines\n%s\nwant\n%s", strings.Join(lines, "\n"), strings.Join(wantLines, "\n"))
 	}
 }
+
+// TestABBACPURatios: B's CPU per event over A's, orderflow's own being the
+// bridge's, the worker's and PostgreSQL's (Redis and the engine not).
+func TestABBACPURatios(t *testing.T) {
+	cells := []stagedCell{
+		{Stage: "A", Cell: cellResult{Events: 1000, CPU: &cpuShare{Seconds: 20, Cores: map[string]float64{"bridge": 0.25, "worker": 0.25, "postgres": 0.1, "redis": 0.05, "temporal": 1}}}},
+		{Stage: "B", Cell: cellResult{Events: 1000, CPU: &cpuShare{Seconds: 20, Cores: map[string]float64{"bridge": 0.2, "worker": 0.2, "postgres": 0.05, "redis": 0.05, "temporal": 0.9}}}},
+		{Stage: "B", Cell: cellResult{Events: 1000, CPU: &cpuShare{Seconds: 20, Cores: map[string]float64{"bridge": 0.2, "worker": 0.2, "postgres": 0.05, "redis": 0.05, "temporal": 0.9}}}},
+		{Stage: "A", Cell: cellResult{Events: 1000, CPU: &cpuShare{Seconds: 20, Cores: map[string]float64{"bridge": 0.25, "worker": 0.25, "postgres": 0.1, "redis": 0.05, "temporal": 1}}}},
+	}
+	per := interleavedCPU(cells)
+	// A: own (0.25+0.25+0.1) cores x 20 s / 1000 events = 12 ms, B 9 ms;
+	// every process 1.65 and 1.4 cores: 33 and 28 ms.
+	if got := ownCPU(per["A"]); math.Abs(got-12) > 1e-9 {
+		t.Fatalf("A's own CPU per event %v ms, want 12", got)
+	}
+	r := abbaCPURatios(per)
+	if r == nil || math.Abs(r.Own-0.75) > 1e-9 || math.Abs(r.Engine-0.9) > 1e-9 || math.Abs(r.All-(28.0/33.0)) > 1e-9 {
+		t.Fatalf("B/A ratios %+v, want own 0.75, engine 0.9, all %v", r, 28.0/33.0)
+	}
+	if abbaCPURatios(map[string]map[string]float64{"A": per["A"]}) != nil {
+		t.Error("ratios without B's cells")
+	}
+	lines := describeABBA(abbaResult{Rate: 30, CPUPerEvent: per, CPURatios: r})
+	if len(lines) != 3 || !strings.Contains(lines[2], "own 0.750") {
+		t.Errorf("lines %q", lines)
+	}
+}

@@ -22,7 +22,10 @@
 //   - interleave: the three stages at one rate, 0.9 × orderflow's
 //     capacity, in cells run orderflow, pipeline floor, direct floor,
 //     direct floor, pipeline floor, orderflow (interleave.go), and each
-//     stage's CPU per event by process group at that rate.
+//     stage's CPU per event by process group at that rate;
+//   - abba (an experiment, run only when named): cells A B B A at one rate,
+//     B with -abba-env, and each variant's CPU per event by group
+//     (-abba-sweeps: their capacity sweeps too).
 //
 // Every cell ends with the invariants checked (the floors': every event
 // received) and, on Temporal, the engine's work per event. The run draws
@@ -106,6 +109,8 @@ type options struct {
 	// abbaEnv is what an A B B A experiment's B adds to the worker's and
 	// the bridge's environment.
 	abbaEnv []string
+	// abbaSweeps adds the capacity sweeps A B B A to the abba phase.
+	abbaSweeps bool
 }
 
 func main() {
@@ -169,6 +174,7 @@ func parse(args []string) (config.Config, options, error) {
 	fs.String(&enginesFlag, "dev,server", bs("engines", "Temporal engines to measure on, in this order: dev, the dev server (SQLite, ports 7433, 7442 and 8433); server, the Temporal server on a PostgreSQL of its own (7333-7343 and 8333)"))
 	fs.String(&abbaFlag, "", bs("abba-env", "the abba phase's B: variables added to the worker's and the bridge's environment, KEY=VALUE separated by spaces "+
 		"(ORDERFLOW_BRIDGE_CONCURRENCY and ORDERFLOW_BRIDGE_BATCH_SIZE replace -concurrency and -batch-size)"))
+	fs.Bool(&o.abbaSweeps, false, bs("abba-sweeps", "the abba phase also sweeps each variant's capacity, A B B A, before its cells at one rate"))
 	fs.String(&phasesFlag, strings.Join(defaultPhases, ","), bs("phases", "phases run on each engine, in this order whatever the flag's (open needs e2e and floor; interleave needs open and direct; abba, an experiment run only when named, needs e2e and -abba-env; direct needs none): "+strings.Join(phaseNames, ", ")))
 	fs.Int(&o.serverShards, 4, bs("server-shards", "history shards of the server engine"))
 	fs.Int(&seed, 42, bs("seed", "scenario seed"))

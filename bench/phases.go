@@ -226,37 +226,74 @@ func (b *bench) directFloor(ctx context.Context, er *engineResult) error {
 	return nil
 }
 
-// abba is an experiment (phase abba): orderflow's capacity sweep four
-// times, A B B A, A as configured and B with -abba-env added to the
-// worker's and the bridge's environment, each from -sweep-start × the e2e
-// drain's rate; the ratio is of the means of each pair's capacities, so
-// that a drift of the machine over the four weighs on both alike.
+// abba runs an A B B A experiment, B with -abba-env in the worker's and the
+// bridge's environment: steady cells A, B, B, A at one rate, 0.9 ×
+// orderflow's capacity (the open phase's, or a sweep of A's), with each
+// variant's CPU per event by process group over its two cells and B's over
+// A's; with -abba-sweeps, also four capacity sweeps A, B, B, A.
 func (b *bench) abba(ctx context.Context, er *engineResult) error {
 	x := &abbaResult{Env: shownEnv(b.o.abbaEnv)}
-	for i, variant := range []string{"A", "B", "B", "A"} {
+	variant := func(v string) cellResult {
 		drain := er.E2E
 		drain.Config.Env = nil
-		if variant == "B" {
+		if v == "B" {
 			drain.Config.Env = b.o.abbaEnv
 		}
-		s, err := b.sweep(ctx, fmt.Sprintf("abba-%d%s", i+1, variant), drain, b.o.sweep.Start*er.E2E.Rate)
+		return drain
+	}
+	abba := []string{"A", "B", "B", "A"}
+	capSweep := er.Sweep
+	if b.o.abbaSweeps {
+		for i, v := range abba {
+			s, err := b.sweep(ctx, fmt.Sprintf("abba-%d%s", i+1, v), variant(v), b.o.sweep.Start*er.E2E.Rate)
+			if err != nil {
+				return err
+			}
+			if v == "A" {
+				x.A = append(x.A, s)
+			} else {
+				x.B = append(x.B, s)
+			}
+		}
+		mean := func(ss []*sweepResult) float64 { return (capacity(ss[0]) + capacity(ss[1])) / 2 }
+		if a := mean(x.A); a > 0 {
+			x.Ratio = mean(x.B) / a
+		}
+		b.printf("abba:     %s: capacity A %s, B %s, B %s, A %s events/s; B/A %s (means of the pairs)",
+			strings.Join(x.Env, " "), figure(capacity(x.A[0]), 1), figure(capacity(x.B[0]), 1), figure(capacity(x.B[1]), 1),
+			figure(capacity(x.A[1]), 1), figure(x.Ratio, 2))
+		capSweep = x.A[0]
+	}
+	if capacity(capSweep) == 0 {
+		s, err := b.sweep(ctx, "abba-A", variant("A"), b.o.sweep.Start*er.E2E.Rate)
 		if err != nil {
 			return err
 		}
-		if variant == "A" {
-			x.A = append(x.A, s)
-		} else {
-			x.B = append(x.B, s)
+		capSweep = s
+	}
+	if capacity(capSweep) == 0 {
+		er.ABBA = x
+		b.printf("abba:     no capacity for A: the cells at one rate were not run")
+		return nil
+	}
+	x.Rate = interleaveShare * capSweep.Capacity
+	b.printf("abba:     %s: cells A B B A at one rate, %.1f events/s (%.1f x A's capacity), %s each",
+		strings.Join(x.Env, " "), x.Rate, interleaveShare, b.o.sweep.Cell)
+	fmt.Fprintf(b.out, "| variant | cell | offered events/s | achieved events/s | p50 | p99 | tail | verdict |\n|---|---|---|---|---|---|---|---|\n")
+	for i, v := range abba {
+		r, err := b.steady(ctx, v, fmt.Sprintf("abba-cell%d", i+1), variant(v), x.Rate, b.o.sweep.Cell, true)
+		if err != nil {
+			return fmt.Errorf("abba cell %d (%s): %w", i+1, v, err)
 		}
+		x.Cells = append(x.Cells, stagedCell{Stage: v, Cell: r})
+		b.printf("cost:     abba %s, cell %d: %s", v, i+1, r.Cost)
 	}
-	mean := func(ss []*sweepResult) float64 { return (capacity(ss[0]) + capacity(ss[1])) / 2 }
-	if a := mean(x.A); a > 0 {
-		x.Ratio = mean(x.B) / a
-	}
+	x.CPUPerEvent = interleavedCPU(x.Cells)
+	x.CPURatios = abbaCPURatios(x.CPUPerEvent)
 	er.ABBA = x
-	b.printf("abba:     %s: capacity A %s, B %s, B %s, A %s events/s; B/A %s (means of the pairs)",
-		strings.Join(x.Env, " "), figure(capacity(x.A[0]), 1), figure(capacity(x.B[0]), 1), figure(capacity(x.B[1]), 1),
-		figure(capacity(x.A[1]), 1), figure(x.Ratio, 2))
+	for _, l := range describeABBA(*x) {
+		b.printf("abba:     %s", l)
+	}
 	return nil
 }
 

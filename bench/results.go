@@ -79,13 +79,19 @@ type engineResult struct {
 }
 
 // abbaResult is an A B B A experiment: the variables B adds (secrets
-// redacted), the sweeps of each variant in the order they ran, and the
-// mean of B's capacities over the mean of A's.
+// redacted); its cells A, B, B, A at one rate with each variant's CPU
+// time per distinct event by process group (ms) and B's over A's; and,
+// when it ran them, the capacity sweeps of each variant in the order they
+// ran and the mean of B's capacities over the mean of A's.
 type abbaResult struct {
-	Env   []string       `json:"env"`
-	A     []*sweepResult `json:"a"`
-	B     []*sweepResult `json:"b"`
-	Ratio float64        `json:"ratio_b_a"`
+	Env         []string                      `json:"env"`
+	Rate        float64                       `json:"rate,omitempty"`
+	Cells       []stagedCell                  `json:"cells,omitempty"`
+	CPUPerEvent map[string]map[string]float64 `json:"cpu_ms_per_event,omitempty"`
+	CPURatios   *cpuRatiosBA                  `json:"cpu_ratios_b_a,omitempty"`
+	A           []*sweepResult                `json:"a,omitempty"`
+	B           []*sweepResult                `json:"b,omitempty"`
+	Ratio       float64                       `json:"ratio_b_a,omitempty"`
 }
 
 // capacity is s's capacity, 0 when there is no sweep.
