@@ -39,6 +39,8 @@ type cpuSample struct {
 	Idle   float64
 	Procs  map[int]procCPU
 	Newest uint64
+	// Probe is the speed probe's totals then.
+	Probe probeTotals
 }
 
 // readCPU samples the /proc of fs, leaving out a process that exits while
@@ -77,6 +79,9 @@ type cpuShare struct {
 	Seconds float64            `json:"seconds"`
 	Cores   map[string]float64 `json:"cores"`
 	Idle    float64            `json:"idle_cores"`
+	// ProbeNS is the speed probe's CPU ns per unit over the window (0:
+	// no unit): higher is a slower machine.
+	ProbeNS float64 `json:"probe_ns,omitempty"`
 }
 
 // shareBetween sums, by group, what the processes of b used since a: the
@@ -97,6 +102,7 @@ func shareBetween(a, b cpuSample) cpuShare {
 		}
 	}
 	sh.Idle = max(0, b.Idle-a.Idle) / sh.Seconds
+	sh.ProbeNS = probeNS(a.Probe, b.Probe)
 	return sh
 }
 
@@ -128,13 +134,15 @@ type cpuSampler struct {
 	// store is the postmaster of the running engine's PostgreSQL, 0 when
 	// it has none (SetEngineStore).
 	store atomic.Int64
+	// probe is the speed probe, whose totals each reading carries.
+	probe *speedProbe
 }
 
 // startCPUSampler samples /proc now and every interval until Stop.
 func startCPUSampler(ctx context.Context, interval time.Duration) *cpuSampler {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	c := &cpuSampler{stop: func() { cancel(); <-done }}
+	c := &cpuSampler{stop: func() { cancel(); <-done }, probe: startSpeedProbe(ctx)}
 	fs, err := procfs.NewDefaultFS()
 	go func() {
 		defer close(done)
@@ -142,7 +150,7 @@ func startCPUSampler(ctx context.Context, interval time.Duration) *cpuSampler {
 		defer t.Stop()
 		for err == nil && ctx.Err() == nil {
 			if c.paused.Load() == 0 {
-				if s, err := readCPU(fs, c.engineStore()); err == nil {
+				if s, err := c.read(fs); err == nil {
 					c.mu.Lock()
 					c.samples = append(c.samples, s)
 					c.mu.Unlock()
@@ -155,6 +163,13 @@ func startCPUSampler(ctx context.Context, interval time.Duration) *cpuSampler {
 		}
 	}()
 	return c
+}
+
+// read samples the /proc of fs and the speed probe's totals.
+func (c *cpuSampler) read(fs procfs.FS) (cpuSample, error) {
+	s, err := readCPU(fs, c.engineStore())
+	s.Probe = c.probe.totals()
+	return s, err
 }
 
 // Stop ends the sampling.
@@ -235,7 +250,7 @@ func procWindow(c *cpuSampler) (*cpuWindow, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open /proc: %w", err)
 	}
-	return newCPUWindow(func() (cpuSample, error) { return readCPU(fs, c.engineStore()) }, c.Pause), nil
+	return newCPUWindow(func() (cpuSample, error) { return c.read(fs) }, c.Pause), nil
 }
 
 // Start reads the counters at the window's start and pauses the sampler;

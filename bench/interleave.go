@@ -35,6 +35,9 @@ type interleaveResult struct {
 	Rate        float64                       `json:"rate"`
 	Cells       []stagedCell                  `json:"cells"`
 	CPUPerEvent map[string]map[string]float64 `json:"cpu_ms_per_event,omitempty"`
+	// Adjusted is CPUPerEvent adjusted to the cells' mean speed
+	// (speedAdjustedCPU).
+	Adjusted map[string]map[string]float64 `json:"cpu_ms_per_event_speed_adjusted,omitempty"`
 }
 
 // stagedCell is one cell of the interleaved phase and its stage.
@@ -48,6 +51,35 @@ type stagedCell struct {
 // over their events together. A cell without a CPU reading is left out,
 // and a stage without any has no figure.
 func interleavedCPU(cells []stagedCell) map[string]map[string]float64 {
+	return perEventCPU(cells, func(stagedCell) float64 { return 1 })
+}
+
+// speedAdjustedCPU is interleavedCPU with each cell's CPU seconds scaled
+// to the cells' mean speed: by the mean of their probe's CPU ns per unit
+// over the cell's own (a cell that ran on a machine 10% slower counts 10%
+// less). Nil unless every cell with a CPU reading has a probe figure.
+func speedAdjustedCPU(cells []stagedCell) map[string]map[string]float64 {
+	var sum float64
+	var n int
+	for _, c := range cells {
+		if c.Cell.CPU == nil {
+			continue
+		}
+		if c.Cell.CPU.ProbeNS <= 0 {
+			return nil
+		}
+		sum += c.Cell.CPU.ProbeNS
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	mean := sum / float64(n)
+	return perEventCPU(cells, func(c stagedCell) float64 { return mean / c.Cell.CPU.ProbeNS })
+}
+
+// perEventCPU is interleavedCPU with each cell's CPU seconds weighted.
+func perEventCPU(cells []stagedCell, weight func(stagedCell) float64) map[string]map[string]float64 {
 	seconds := map[string]map[string]float64{}
 	events := map[string]int{}
 	for _, c := range cells {
@@ -58,9 +90,10 @@ func interleavedCPU(cells []stagedCell) map[string]map[string]float64 {
 		if seconds[c.Stage] == nil {
 			seconds[c.Stage] = map[string]float64{}
 		}
+		w := weight(c)
 		for g, cores := range sh.Cores {
-			seconds[c.Stage][g] += cores * sh.Seconds
-			seconds[c.Stage][allGroups] += cores * sh.Seconds
+			seconds[c.Stage][g] += w * cores * sh.Seconds
+			seconds[c.Stage][allGroups] += w * cores * sh.Seconds
 		}
 		events[c.Stage] += c.Cell.Events
 	}
@@ -72,6 +105,17 @@ func interleavedCPU(cells []stagedCell) map[string]map[string]float64 {
 		}
 	}
 	return out
+}
+
+// speedLine lists each cell's probe figure, in µs per unit.
+func speedLine(cells []stagedCell) string {
+	var parts []string
+	for i, c := range cells {
+		if c.Cell.CPU != nil && c.Cell.CPU.ProbeNS > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s %.1f", i+1, c.Stage, c.Cell.CPU.ProbeNS/1000))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // interleave runs the interleaved phase from orderflow's capacity and the
@@ -95,8 +139,9 @@ func (b *bench) interleave(ctx context.Context, er *engineResult) error {
 		x.Cells = append(x.Cells, stagedCell{Stage: st, Cell: r})
 		b.printf("cost:     interleaved %s, cell %d: %s", st, i+1, r.Cost)
 	}
-	x.CPUPerEvent = interleavedCPU(x.Cells)
+	x.CPUPerEvent, x.Adjusted = interleavedCPU(x.Cells), speedAdjustedCPU(x.Cells)
 	er.Interleaved = x
+	b.printf("speed:    the probe's CPU µs per unit by cell (higher: a slower machine): %s", speedLine(x.Cells))
 	for _, l := range describeInterleaved(*x) {
 		b.printf("cpu:      %s", l)
 	}
@@ -210,6 +255,10 @@ func describeABBA(x abbaResult) []string {
 	if r := x.CPURatios; r != nil {
 		lines = append(lines, fmt.Sprintf("B/A CPU per event at %.1f events/s: own %s, the engine's %s, every process's %s",
 			x.Rate, figure(r.Own, 3), figure(r.Engine, 3), figure(r.All, 3)))
+	}
+	if r := x.AdjustedRatios; r != nil {
+		lines = append(lines, fmt.Sprintf("B/A adjusted to the cells' mean speed: own %s, the engine's %s, every process's %s",
+			figure(r.Own, 3), figure(r.Engine, 3), figure(r.All, 3)))
 	}
 	return lines
 }

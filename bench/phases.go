@@ -288,9 +288,10 @@ func (b *bench) abba(ctx context.Context, er *engineResult) error {
 		x.Cells = append(x.Cells, stagedCell{Stage: v, Cell: r})
 		b.printf("cost:     abba %s, cell %d: %s", v, i+1, r.Cost)
 	}
-	x.CPUPerEvent = interleavedCPU(x.Cells)
-	x.CPURatios = abbaCPURatios(x.CPUPerEvent)
+	x.CPUPerEvent, x.Adjusted = interleavedCPU(x.Cells), speedAdjustedCPU(x.Cells)
+	x.CPURatios, x.AdjustedRatios = abbaCPURatios(x.CPUPerEvent), abbaCPURatios(x.Adjusted)
 	er.ABBA = x
+	b.printf("speed:    the probe's CPU µs per unit by cell (higher: a slower machine): %s", speedLine(x.Cells))
 	for _, l := range describeABBA(*x) {
 		b.printf("abba:     %s", l)
 	}

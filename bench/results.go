@@ -89,9 +89,13 @@ type abbaResult struct {
 	Cells       []stagedCell                  `json:"cells,omitempty"`
 	CPUPerEvent map[string]map[string]float64 `json:"cpu_ms_per_event,omitempty"`
 	CPURatios   *cpuRatiosBA                  `json:"cpu_ratios_b_a,omitempty"`
-	A           []*sweepResult                `json:"a,omitempty"`
-	B           []*sweepResult                `json:"b,omitempty"`
-	Ratio       float64                       `json:"ratio_b_a,omitempty"`
+	// Adjusted and AdjustedRatios are the same adjusted to the cells'
+	// mean speed (speedAdjustedCPU).
+	Adjusted       map[string]map[string]float64 `json:"cpu_ms_per_event_speed_adjusted,omitempty"`
+	AdjustedRatios *cpuRatiosBA                  `json:"cpu_ratios_b_a_speed_adjusted,omitempty"`
+	A              []*sweepResult                `json:"a,omitempty"`
+	B              []*sweepResult                `json:"b,omitempty"`
+	Ratio          float64                       `json:"ratio_b_a,omitempty"`
 }
 
 // capacity is s's capacity, 0 when there is no sweep.
