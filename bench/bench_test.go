@@ -18,6 +18,7 @@ func TestParseRejectsBadFlags(t *testing.T) {
 		{"-orders", "0"},
 		{"-sweep-start", "0"},
 		{"-sweep-factor", "1"},
+		{"-sweep-floor-factor", "1"},
 		{"-sweep-within", "0"},
 		{"-sweep-within", "1"},
 		{"-phases", "e2e,abba"},
@@ -54,9 +55,11 @@ func TestParseRejectsBadFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (sweepPlan{Start: 0.3, Factor: 1.5, MaxSteps: 10, Within: 0.05, Step: 30 * time.Second, Cell: 20 * time.Second}); o.sweep != want ||
-		o.hotEvents != 2000 || o.dupRate != 0.5 || o.dupOrders != 300 || o.resultsDir != "bench/results" {
-		t.Errorf("defaults: sweep %+v, hot events %d, dup rate %v on %d orders, results %q", o.sweep, o.hotEvents, o.dupRate, o.dupOrders, o.resultsDir)
+	if want := (sweepPlan{Start: 0.3, Factor: 1.5, MaxSteps: 10, Within: 0.05, Step: 25 * time.Second, Cell: 20 * time.Second}); o.sweep != want ||
+		o.hotEvents != 2000 || o.dupRate != 0.5 || o.dupOrders != 300 || o.resultsDir != "bench/results" ||
+		o.floorFactor != 1.15 || o.orders != 600 {
+		t.Errorf("defaults: sweep %+v (floors x %v), %d orders, hot events %d, dup rate %v on %d orders, results %q",
+			o.sweep, o.floorFactor, o.orders, o.hotEvents, o.dupRate, o.dupOrders, o.resultsDir)
 	}
 	// A default step fails a rate within the sweep's resolution over
 	// capacity by its backlog's latency.

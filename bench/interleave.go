@@ -145,6 +145,11 @@ func (b *bench) interleave(ctx context.Context, er *engineResult) error {
 	for _, l := range describeInterleaved(*x) {
 		b.printf("cpu:      %s", l)
 	}
+	if x.Adjusted != nil {
+		r := (&interleaveResult{CPUPerEvent: x.Adjusted}).ratios()
+		b.printf("cpu:      adjusted to the cells' mean speed: own_cpu_ratio %s, engine_cpu_ratio %s, cpu_ratio %s",
+			figure(r.OwnEngine, 2), figure(r.Engine, 2), figure(r.All, 2))
+	}
 	return nil
 }
 

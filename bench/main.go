@@ -111,6 +111,8 @@ type options struct {
 	abbaEnv []string
 	// abbaSweeps adds the capacity sweeps A B B A to the abba phase.
 	abbaSweeps bool
+	// floorFactor is the floors' sweeps' step.
+	floorFactor float64
 }
 
 func main() {
@@ -157,7 +159,7 @@ func parse(args []string) (config.Config, options, error) {
 	cfg.RegisterRocketMQ(fs)
 	cfg.RegisterLog(fs)
 	bs := func(name, usage string) config.Setting { return config.Own("ORDERFLOW_BENCH_", name, usage) }
-	fs.Int(&o.orders, 1100, bs("orders", "orders of the e2e, floor and direct drains (1100 orders make about 5,900 events)"))
+	fs.Int(&o.orders, 600, bs("orders", "orders of the e2e, floor and direct drains (600 orders make about 3,200 events)"))
 	fs.Int(&o.concurrency, 32, bs("concurrency", "bridge concurrency"))
 	fs.Int(&o.batch, 16, bs("batch-size", "messages per consumer callback; the bridge sends the events of one order in a callback in one signal"))
 	fs.Float(&o.dupRate, 0.5, bs("dup-rate", "share of the events sent twice in the duplicate scenario (compared with none)"))
@@ -166,10 +168,11 @@ func parse(args []string) (config.Config, options, error) {
 	fs.Int(&o.dupOrders, 300, bs("dup-orders", "orders of each of the four duplicate drains (A B B A)"))
 	fs.Int(&o.directInFlight, 64, bs("direct-in-flight", "SignalWithStart requests the direct floor's client has in flight at most (an order's one at a time)"))
 	fs.Float(&o.sweep.Start, 0.3, bs("sweep-start", "orderflow's capacity sweep's first rate, as a share of its backlog drain's rate (the pipeline floor's starts at orderflow's capacity, the direct floor's at the pipeline floor's, else at this share of its own drain's rate)"))
-	fs.Float(&o.sweep.Factor, 1.5, bs("sweep-factor", "the capacity sweep's step up (or down while no step passed)"))
+	fs.Float(&o.sweep.Factor, 1.5, bs("sweep-factor", "orderflow's capacity sweep's step up (or down while no step passed)"))
+	fs.Float(&o.floorFactor, 1.15, bs("sweep-floor-factor", "the floors' capacity sweeps' step up (or down), from the capacity of the stage after them"))
 	fs.Int(&o.sweep.MaxSteps, 10, bs("sweep-steps", "at most this many steps per sweep"))
 	fs.Float(&o.sweep.Within, 0.05, bs("sweep-within", "the sweep bisects between the highest pass and the lowest fail until the lowest fail is within this share of the highest pass (the capacity's resolution)"))
-	fs.Duration(&o.sweep.Step, 30*time.Second, bs("sweep-step", "how long each step's rate is offered: a rate 1 s / sweep-step over capacity (3.3% at 30s) builds a backlog that fails p99 <= 1 s within the step"))
+	fs.Duration(&o.sweep.Step, 25*time.Second, bs("sweep-step", "how long each step's rate is offered: a rate 1 s / sweep-step over capacity (4% at 25s, within the bisection's resolution) builds a backlog that fails p99 <= 1 s within the step"))
 	fs.Duration(&o.sweep.Cell, 20*time.Second, bs("sweep-cell", "how long 0.5 and 0.9 x the capacity are offered"))
 	fs.String(&enginesFlag, "dev,server", bs("engines", "Temporal engines to measure on, in this order: dev, the dev server (SQLite, ports 7433, 7442 and 8433); server, the Temporal server on a PostgreSQL of its own (7333-7343 and 8333)"))
 	fs.String(&abbaFlag, "", bs("abba-env", "the abba phase's B: variables added to the worker's and the bridge's environment, KEY=VALUE separated by spaces "+
@@ -235,8 +238,9 @@ func parseNames(s string, known []string) ([]string, error) {
 
 // check rejects values out of range.
 func (o options) check() error {
-	if !(o.sweep.Start > 0 && o.sweep.Factor > 1) {
-		return fmt.Errorf("-sweep-start must be > 0 and -sweep-factor > 1, got %g and %g", o.sweep.Start, o.sweep.Factor)
+	if !(o.sweep.Start > 0 && o.sweep.Factor > 1 && o.floorFactor > 1) {
+		return fmt.Errorf("-sweep-start must be > 0, -sweep-factor and -sweep-floor-factor > 1, got %g, %g and %g",
+			o.sweep.Start, o.sweep.Factor, o.floorFactor)
 	}
 	if !(o.sweep.Within > 0 && o.sweep.Within < 1) {
 		return fmt.Errorf("-sweep-within must be within (0, 1), got %g", o.sweep.Within)

@@ -15,15 +15,15 @@ import (
 // needs for the same work varies with what the neighbours do (the cores'
 // clock, their caches), and a comparison of CPU per event between cells
 // carries that drift. The probe repeats one fixed unit of work (sorting and
-// hashing, branchy and memory-bound like the measured programs) every
+// map inserts, branchy and memory-bound like the measured programs) every
 // probeEvery on a thread of its own and counts the thread's CPU time for
 // it; a window's CPU ns per unit says how fast the machine ran then, and a
 // ratio of CPU per event between cells is adjusted by the ratio of their
-// units (speedAdjusted).
+// units (speedAdjustedCPU).
 
-// probeEvery is the probe's period: at about 0.2 ms a unit it costs the
+// probeEvery is the probe's period: at about 0.5 ms a unit it costs the
 // bench process about 1% of a core.
-const probeEvery = 20 * time.Millisecond
+const probeEvery = 50 * time.Millisecond
 
 // speedProbe holds the probe's running totals: units done and the CPU
 // nanoseconds they took.
