@@ -272,11 +272,11 @@ func TestRocketMQTLSConfig(t *testing.T) {
 	}
 }
 
-// TestTemporalGRPCCompression: gzip by default (the SDK's), none on
-// request, anything else refused with the variable's name.
+// TestTemporalGRPCCompression: none by default (not the SDK's gzip), gzip
+// on request, anything else refused with the variable's name.
 func TestTemporalGRPCCompression(t *testing.T) {
 	dir := t.TempDir()
-	for v, want := range map[string]client.GrpcCompression{"": &client.GrpcCompressionGzip{},
+	for v, want := range map[string]client.GrpcCompression{"": &client.GrpcCompressionNone{},
 		GRPCCompressionGzip: &client.GrpcCompressionGzip{}, GRPCCompressionNone: &client.GrpcCompressionNone{}} {
 		opts, err := (&Config{TemporalConfigFile: dir + "/none.toml", TemporalGRPCCompression: v}).TemporalClientOptions()
 		if err != nil {

@@ -55,7 +55,8 @@ type Config struct {
 	TemporalProfile             string
 	TemporalConfigFile          string
 	// TemporalGRPCCompression compresses the requests to Temporal:
-	// GRPCCompressionGzip or GRPCCompressionNone.
+	// GRPCCompressionNone (the default: CPU on both ends for small
+	// messages) or GRPCCompressionGzip (the SDK's own default).
 	TemporalGRPCCompression string
 	// TaskQueue is the task queue of OrderWorkflow.
 	TaskQueue string
@@ -410,7 +411,7 @@ func (c *Config) TemporalClientOptions() (client.Options, error) {
 const (
 	GRPCCompressionGzip    = "gzip"
 	GRPCCompressionNone    = "none"
-	DefaultGRPCCompression = GRPCCompressionGzip
+	DefaultGRPCCompression = GRPCCompressionNone
 )
 
 // CoreSetting is a setting of the configuration table with its default.
