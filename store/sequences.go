@@ -1,12 +1,13 @@
 package store
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -62,120 +63,20 @@ func (s *Store) RecordSeqs(ctx context.Context, nums []SeqNum) error {
 	if len(byProducer) == 0 {
 		return nil
 	}
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		for _, p := range slices.Sorted(maps.Keys(byProducer)) {
-			if err := recordProducerSeqs(tx, p, byProducer[p]); err != nil {
-				return err
-			}
+	// One call, one round trip: orderflow_record_seqs (migration 00010)
+	// locks each producer's row in the order of their IDs and merges its
+	// numbers into the ranges around them, rewriting only those that change.
+	producers, seqs := make([]string, 0, len(nums)), make([]int64, 0, len(nums))
+	for _, p := range slices.Sorted(maps.Keys(byProducer)) {
+		for _, n := range byProducer[p] {
+			producers, seqs = append(producers, p), append(seqs, n)
 		}
-		return nil
-	})
-	if err != nil {
+	}
+	if err := s.db.WithContext(ctx).Exec(`SELECT orderflow_record_seqs(?::text[], ?::bigint[])`,
+		textArray(producers), bigintArray(seqs)).Error; err != nil {
 		return fmt.Errorf("record %d sequence numbers: %w", len(nums), err)
 	}
 	return nil
-}
-
-// recordProducerSeqs records seqs of producerID in tx: it counts them on
-// the producer's row, which it locks, then merges them into the ranges
-// around them, rewriting only the ranges that change.
-func recordProducerSeqs(tx *gorm.DB, producerID string, seqs []int64) error {
-	if err := tx.Exec(`
-		INSERT INTO received_seq_producers AS p (producer_id, received) VALUES (?, ?)
-		ON CONFLICT (producer_id) DO UPDATE SET received = p.received + EXCLUDED.received, last_seen_at = now()`,
-		producerID, len(seqs)).Error; err != nil {
-		return err
-	}
-	seqs = slices.Compact(slices.Sorted(slices.Values(seqs)))
-	var near []seqRange
-	if err := tx.Raw(`
-		SELECT lo, hi, since FROM received_seq_ranges
-		WHERE producer_id = ? AND lo <= ? AND hi >= ?
-		ORDER BY lo`, producerID, seqs[len(seqs)-1]+1, seqs[0]-1).Scan(&near).Error; err != nil {
-		return err
-	}
-	gone, added := mergeSeqs(near, seqs)
-	if len(gone) > 0 {
-		res := tx.Exec(`DELETE FROM received_seq_ranges WHERE producer_id = ? AND lo IN ?`, producerID, gone)
-		if res.Error != nil {
-			return res.Error
-		}
-		if res.RowsAffected != int64(len(gone)) {
-			return fmt.Errorf("ranges of producer %q changed under its lock", producerID)
-		}
-	}
-	if len(added) == 0 {
-		return nil
-	}
-	var q strings.Builder
-	args := make([]any, 0, 4*len(added))
-	q.WriteString(`INSERT INTO received_seq_ranges (producer_id, lo, hi, since) VALUES `)
-	for i, r := range added {
-		if i > 0 {
-			q.WriteString(", ")
-		}
-		// A range of new numbers only is received since now.
-		q.WriteString(`(?, ?, ?, coalesce(?::timestamptz, now()))`)
-		var since *time.Time
-		if !r.Since.IsZero() {
-			since = &r.Since
-		}
-		args = append(args, producerID, r.Lo, r.Hi, since)
-	}
-	return tx.Exec(q.String(), args...).Error
-}
-
-// mergeSeqs merges the sorted, distinct numbers seqs into the ranges near
-// them (sorted by Lo; neither overlapping nor touching): the ranges to
-// delete, by Lo, and those to insert in their place. A range that takes new
-// numbers or joins another is replaced, with the earliest Since of the
-// ranges it joined; one of new numbers only has a zero Since. The others
-// stay.
-func mergeSeqs(near []seqRange, seqs []int64) (gone []int64, added []seqRange) {
-	type part struct {
-		r   seqRange
-		old bool
-	}
-	parts := make([]part, 0, len(near)+len(seqs))
-	for _, r := range near {
-		parts = append(parts, part{r, true})
-	}
-	for _, n := range seqs {
-		i, _ := slices.BinarySearchFunc(near, n, func(r seqRange, n int64) int { return cmp.Compare(r.Hi, n) })
-		if i < len(near) && near[i].Lo <= n {
-			continue // a repeat
-		}
-		parts = append(parts, part{seqRange{Lo: n, Hi: n}, false})
-	}
-	slices.SortFunc(parts, func(a, b part) int { return cmp.Compare(a.r.Lo, b.r.Lo) })
-	for i := 0; i < len(parts); {
-		merged, olds, news := parts[i].r, []int64{}, 0
-		j := i
-		for ; j < len(parts) && (j == i || parts[j].r.Lo <= merged.Hi+1); j++ {
-			p := parts[j]
-			merged.Hi = max(merged.Hi, p.r.Hi)
-			if !p.old {
-				news++
-				continue
-			}
-			olds = append(olds, p.r.Lo)
-			if merged.Since.IsZero() || p.r.Since.Before(merged.Since) {
-				merged.Since = p.r.Since
-			}
-		}
-		if news > 0 { // old ranges never touch: only new numbers join them
-			gone = append(gone, olds...)
-			added = append(added, merged)
-		}
-		i = j
-	}
-	return gone, added
-}
-
-// seqRange is a row of received_seq_ranges.
-type seqRange struct {
-	Lo, Hi int64
-	Since  time.Time
 }
 
 // SeqGap is a hole in a producer's sequence: the numbers From..To were never
@@ -277,4 +178,40 @@ func (p SeqProducer) Suspected(window time.Duration) []SeqGap {
 		}
 	}
 	return out
+}
+
+// textArray is a PostgreSQL text[] parameter, sent as its literal, so that
+// gorm binds it as one value rather than a list.
+type textArray []string
+
+// Value is the array's literal: each element quoted, its quotes and
+// backslashes escaped.
+func (a textArray) Value() (driver.Value, error) {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, v := range a {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('"')
+		b.WriteString(strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(v))
+		b.WriteByte('"')
+	}
+	b.WriteByte('}')
+	return b.String(), nil
+}
+
+// bigintArray is a PostgreSQL bigint[] parameter, sent as its literal.
+type bigintArray []int64
+
+// Value is the array's literal.
+func (a bigintArray) Value() (driver.Value, error) {
+	b := []byte{'{'}
+	for i, v := range a {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, v, 10)
+	}
+	return string(append(b, '}')), nil
 }
