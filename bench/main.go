@@ -178,7 +178,7 @@ func parse(args []string) (config.Config, options, error) {
 	fs.String(&abbaFlag, "", bs("abba-env", "the abba phase's B: variables added to the worker's and the bridge's environment, KEY=VALUE separated by spaces "+
 		"(ORDERFLOW_BRIDGE_CONCURRENCY and ORDERFLOW_BRIDGE_BATCH_SIZE replace -concurrency and -batch-size)"))
 	fs.Bool(&o.abbaSweeps, false, bs("abba-sweeps", "the abba phase also sweeps each variant's capacity, A B B A, before its cells at one rate"))
-	fs.String(&phasesFlag, strings.Join(defaultPhases, ","), bs("phases", "phases run on each engine, in this order whatever the flag's (open needs e2e and floor; interleave needs open and direct; abba, an experiment run only when named, needs e2e and -abba-env; direct needs none): "+strings.Join(phaseNames, ", ")))
+	fs.String(&phasesFlag, strings.Join(defaultPhases, ","), bs("phases", "phases run on each engine (dup and hot on the first only), in this order whatever the flag's (open needs e2e and floor; interleave needs open and direct; abba, an experiment run only when named, needs e2e and -abba-env; direct needs none): "+strings.Join(phaseNames, ", ")))
 	fs.Int(&o.serverShards, 4, bs("server-shards", "history shards of the server engine"))
 	fs.Int(&seed, 42, bs("seed", "scenario seed"))
 	fs.String(&o.chart, "docs/bench-throughput.png", bs("chart", "PNG chart of the sweeps' throughput and p99 against the offered rate"))
@@ -299,8 +299,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	b.cpu = startCPUSampler(ctx, 500*time.Millisecond)
 	defer b.cpu.Stop()
-	for _, e := range engines {
-		er, err := b.runEngine(ctx, e)
+	for i, e := range engines {
+		er, err := b.runEngine(ctx, e, i == 0)
 		if err != nil {
 			return fmt.Errorf("[%s] %w", e.Name, err)
 		}
