@@ -3,10 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -53,27 +50,22 @@ func validSeq(n SeqNum) error {
 // other in a cycle. Any invalid number refuses the whole call with
 // ErrInvalid.
 func (s *Store) RecordSeqs(ctx context.Context, nums []SeqNum) error {
-	byProducer := map[string][]int64{}
-	for _, n := range nums {
+	if len(nums) == 0 {
+		return nil
+	}
+	producers, seqs := make([]string, len(nums)), make([]string, len(nums))
+	for i, n := range nums {
 		if err := validSeq(n); err != nil {
 			return err
 		}
-		byProducer[n.ProducerID] = append(byProducer[n.ProducerID], n.Seq)
-	}
-	if len(byProducer) == 0 {
-		return nil
+		producers[i], seqs[i] = n.ProducerID, strconv.FormatInt(n.Seq, 10)
 	}
 	// One call, one round trip: orderflow_record_seqs (migration 00010)
 	// locks each producer's row in the order of their IDs and merges its
 	// numbers into the ranges around them, rewriting only those that change.
-	producers, seqs := make([]string, 0, len(nums)), make([]int64, 0, len(nums))
-	for _, p := range slices.Sorted(maps.Keys(byProducer)) {
-		for _, n := range byProducer[p] {
-			producers, seqs = append(producers, p), append(seqs, n)
-		}
-	}
-	if err := s.db.WithContext(ctx).Exec(`SELECT orderflow_record_seqs(?::text[], ?::bigint[])`,
-		textArray(producers), bigintArray(seqs)).Error; err != nil {
+	// The lists go as comma-separated text (a producer ID holds no comma).
+	if err := s.db.WithContext(ctx).Exec(`SELECT orderflow_record_seqs(string_to_array(?::text, ','), string_to_array(?::text, ',')::bigint[])`,
+		strings.Join(producers, ","), strings.Join(seqs, ",")).Error; err != nil {
 		return fmt.Errorf("record %d sequence numbers: %w", len(nums), err)
 	}
 	return nil
@@ -178,40 +170,4 @@ func (p SeqProducer) Suspected(window time.Duration) []SeqGap {
 		}
 	}
 	return out
-}
-
-// textArray is a PostgreSQL text[] parameter, sent as its literal, so that
-// gorm binds it as one value rather than a list.
-type textArray []string
-
-// Value is the array's literal: each element quoted, its quotes and
-// backslashes escaped.
-func (a textArray) Value() (driver.Value, error) {
-	var b strings.Builder
-	b.WriteByte('{')
-	for i, v := range a {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteByte('"')
-		b.WriteString(strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(v))
-		b.WriteByte('"')
-	}
-	b.WriteByte('}')
-	return b.String(), nil
-}
-
-// bigintArray is a PostgreSQL bigint[] parameter, sent as its literal.
-type bigintArray []int64
-
-// Value is the array's literal.
-func (a bigintArray) Value() (driver.Value, error) {
-	b := []byte{'{'}
-	for i, v := range a {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = strconv.AppendInt(b, v, 10)
-	}
-	return string(append(b, '}')), nil
 }
