@@ -325,25 +325,3 @@ func (w *cpuWindow) Share(wait time.Duration) (cpuShare, bool, error) {
 	}
 	return shareBetween(*w.start, *w.end), true, w.err
 }
-
-// cpuCost is a cell's CPU time per distinct event, in milliseconds: the
-// engine's, and that of every process on the machine together.
-type cpuCost struct {
-	EngineMs float64 `json:"engine_ms"`
-	TotalMs  float64 `json:"total_ms"`
-}
-
-// costOf is the CPU time per distinct event of r: what the processes used
-// over its CPU window (read at the window's start and at its end) over its
-// distinct events; false when r has no CPU reading or no event.
-func costOf(r *cellResult) (cpuCost, bool) {
-	if r == nil || r.CPU == nil || r.CPU.Seconds <= 0 || r.Events <= 0 {
-		return cpuCost{}, false
-	}
-	var total float64
-	for _, cores := range r.CPU.Cores {
-		total += cores
-	}
-	perEvent := r.CPU.Seconds * 1000 / float64(r.Events)
-	return cpuCost{EngineMs: r.CPU.Cores["temporal"] * perEvent, TotalMs: total * perEvent}, true
-}

@@ -220,53 +220,6 @@ func TestReadCPUSeesABusyProcess(t *testing.T) {
 	}
 }
 
-// TestCPUStages: the CPU time per event of the cells at 0.9 × capacity,
-// the CPU seconds of each cell's window over its events, against figures
-// worked out by hand: orderflow's 800 events at 40 events/s, its window of
-// 20 s with the engine on 0.8 cores and 0.4 more elsewhere, is 20 ms of
-// the engine's and 30 of all; the direct floor's 1,200 at 60 events/s,
-// its window of 25 s (its ends seen later than its rate's) with 0.96 and
-// 0.24 cores, is 20 and 25. A sweep without a CPU reading gives no
-// figure, and without the direct floor's or orderflow's there is no
-// comparison.
-func TestCPUStages(t *testing.T) {
-	near := func(rate float64, events int, seconds float64, cores map[string]float64) *sweepResult {
-		return &sweepResult{Capacity: rate / 0.9, Near: &cellResult{Rate: rate, Events: events, CPU: &cpuShare{Seconds: seconds, Cores: cores}}}
-	}
-	er := engineResult{
-		Sweep:       near(40, 800, 20, map[string]float64{"temporal": 0.8, "worker": 0.2, "bridge": 0.2}),
-		DirectSweep: near(60, 1200, 25, map[string]float64{"temporal": 0.96, "bench": 0.24}),
-		FloorSweep:  &sweepResult{Capacity: 50, Near: &cellResult{Rate: 45}},
-	}
-	er.stageRatios()
-	er.cpuStages()
-	want := map[string]cpuCost{stageOrderflow: {EngineMs: 20, TotalMs: 30}, stageDirect: {EngineMs: 20, TotalMs: 25}}
-	if len(er.CPUPerEvent) != len(want) {
-		t.Fatalf("CPUPerEvent = %v, want %v", er.CPUPerEvent, want)
-	}
-	for name, w := range want {
-		got := er.CPUPerEvent[name]
-		if math.Abs(got.EngineMs-w.EngineMs) > 1e-9 || math.Abs(got.TotalMs-w.TotalMs) > 1e-9 {
-			t.Errorf("%s: %+v, want %+v", name, got, w)
-		}
-	}
-	d := describeCPUStages(er)
-	for _, part := range []string{"the engine's direct floor 20.0, orderflow 20.0", "every process's direct floor 25.0, orderflow 30.0",
-		"the engine's 1.00, every process's 0.83", "(capacities 0.67)"} {
-		if !strings.Contains(d, part) {
-			t.Errorf("description %q lacks %q", d, part)
-		}
-	}
-	er.DirectSweep.Near.CPU = nil
-	er.cpuStages()
-	if _, ok := er.CPUPerEvent[stageDirect]; ok {
-		t.Errorf("a cell without a CPU sample has a figure: %v", er.CPUPerEvent)
-	}
-	if d := describeCPUStages(er); d != "" {
-		t.Errorf("without the direct floor's figure: %q, want none", d)
-	}
-}
-
 // fakeWindow is a CPU window of the made-up /proc in dir (writeProc) that
 // pauses c and groups processes as c does.
 func fakeWindow(t *testing.T, dir string, c *cpuSampler) *cpuWindow {

@@ -146,7 +146,7 @@ func (b *bench) interleave(ctx context.Context, er *engineResult) error {
 		b.printf("cpu:      %s", l)
 	}
 	if x.Adjusted != nil {
-		r := (&interleaveResult{CPUPerEvent: x.Adjusted}).ratios()
+		r := stageCPURatios(x.Adjusted)
 		b.printf("cpu:      adjusted to the cells' mean speed: own_cpu_ratio %s, engine_cpu_ratio %s, cpu_ratio %s",
 			figure(r.OwnEngine, 2), figure(r.Engine, 2), figure(r.All, 2))
 	}
@@ -202,7 +202,12 @@ func (x *interleaveResult) ratios() cpuRatios {
 	if x == nil {
 		return cpuRatios{}
 	}
-	o, p, d := x.CPUPerEvent[stageOrderflow], x.CPUPerEvent[stagePipeline], x.CPUPerEvent[stageDirect]
+	return stageCPURatios(x.CPUPerEvent)
+}
+
+// stageCPURatios are the cpuRatios of the stages' CPU per event by group.
+func stageCPURatios(perEvent map[string]map[string]float64) cpuRatios {
+	o, p, d := perEvent[stageOrderflow], perEvent[stagePipeline], perEvent[stageDirect]
 	return cpuRatios{
 		OwnEngine: div(ownCPU(o), d["temporal"]),
 		Engine:    div(o["temporal"], p["temporal"]),

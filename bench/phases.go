@@ -224,11 +224,7 @@ func (b *bench) directFloor(ctx context.Context, er *engineResult) error {
 		return err
 	}
 	er.stageRatios()
-	er.cpuStages()
 	b.printf("floor:    %s", describeStages(*er))
-	if d := describeCPUStages(*er); d != "" {
-		b.printf("cpu:      %s", d)
-	}
 	if er.DirectRatio > 0 {
 		b.printf("goal:     orderflow's capacity >= 0.9 x the engine's direct floor's: %s (%s)", verdict(er.DirectRatio >= 0.9), figure(er.DirectRatio, 3))
 	}
@@ -340,30 +336,6 @@ func describeStages(er engineResult) string {
 	return fmt.Sprintf("direct floor capacity %s events/s (the engine alone); pipeline floor capacity %s = %s x direct (+ RocketMQ and the bridge); orderflow capacity %s = %s x pipeline floor, %s x direct floor (+ its workflow and SQL; the last line's floor_ratio)",
 		figure(capacity(er.DirectSweep), 1), figure(capacity(er.FloorSweep), 1), figure(er.PipelineRatio, 2),
 		figure(capacity(er.Sweep), 1), figure(er.CapacityRatio, 2), figure(er.DirectRatio, 2))
-}
-
-// describeCPUStages compares the CPU time per event of the stages at 0.9 ×
-// their capacities: the engine's, and every process's together, with the
-// direct floor's over orderflow's beside the capacities' ratio. It is
-// empty unless both the direct floor and orderflow have a figure.
-func describeCPUStages(er engineResult) string {
-	d, ok := er.CPUPerEvent[stageDirect]
-	o, ok2 := er.CPUPerEvent[stageOrderflow]
-	if !ok || !ok2 || o.EngineMs <= 0 || o.TotalMs <= 0 {
-		return ""
-	}
-	list := func(f func(cpuCost) float64) string {
-		var parts []string
-		for _, st := range er.stageSweeps() {
-			if c, ok := er.CPUPerEvent[st.name]; ok {
-				parts = append(parts, fmt.Sprintf("%s %.1f", st.name, f(c)))
-			}
-		}
-		return strings.Join(parts, ", ")
-	}
-	return fmt.Sprintf("CPU ms per event at 0.9 x capacity: the engine's %s; every process's %s; direct floor/orderflow: the engine's %.2f, every process's %.2f (capacities %s)",
-		list(func(c cpuCost) float64 { return c.EngineMs }), list(func(c cpuCost) float64 { return c.TotalMs }),
-		d.EngineMs/o.EngineMs, d.TotalMs/o.TotalMs, figure(er.DirectRatio, 2))
 }
 
 // verdict is a goal's word.

@@ -67,10 +67,6 @@ type engineResult struct {
 	DirectSweep   *sweepResult `json:"direct_floor_sweep,omitempty"`
 	DirectRatio   float64      `json:"ratio_capacity_direct_floor,omitempty"`
 	PipelineRatio float64      `json:"ratio_pipeline_direct_floor,omitempty"`
-	// CPUPerEvent is the CPU time per distinct event of the direct floor,
-	// the pipeline floor and orderflow, each in its cell at 0.9 × its
-	// capacity (cpuStages), by the stage's name.
-	CPUPerEvent map[string]cpuCost `json:"cpu_per_event,omitempty"`
 	// Interleaved is the three stages at one common rate, their cells
 	// interleaved (phase interleave).
 	Interleaved *interleaveResult `json:"interleaved,omitempty"`
@@ -127,32 +123,6 @@ const (
 	stagePipeline  = "pipeline floor"
 	stageOrderflow = "orderflow"
 )
-
-// stageSweep is a stage's name and its capacity sweep (nil: not run).
-type stageSweep struct {
-	name string
-	s    *sweepResult
-}
-
-// stageSweeps are the capacity sweeps of the three stages, the engine
-// alone first.
-func (er *engineResult) stageSweeps() []stageSweep {
-	return []stageSweep{{stageDirect, er.DirectSweep}, {stagePipeline, er.FloorSweep}, {stageOrderflow, er.Sweep}}
-}
-
-// cpuStages sets CPUPerEvent from the cells at 0.9 × capacity of the
-// sweeps that have one with a CPU sample.
-func (er *engineResult) cpuStages() {
-	er.CPUPerEvent = map[string]cpuCost{}
-	for _, st := range er.stageSweeps() {
-		if st.s == nil {
-			continue
-		}
-		if c, ok := costOf(st.s.Near); ok {
-			er.CPUPerEvent[st.name] = c
-		}
-	}
-}
 
 // sweepResult is a capacity sweep: its steps in the order they ran, the
 // capacity (the highest offered rate that passed below the lowest that
