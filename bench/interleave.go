@@ -122,11 +122,11 @@ func speedLine(cells []stagedCell) string {
 // drains of the three stages (their scenarios and consumers), and prints
 // each stage's CPU per event by group and the ratios between the stages.
 func (b *bench) interleave(ctx context.Context, er *engineResult) error {
-	if capacity(er.Sweep) == 0 || er.Floor == nil || er.Direct == nil {
-		b.printf("interleave: not run: it needs orderflow's capacity and the pipeline and direct floors' drains")
+	if capacity(er.Sweep) == 0 || er.Floor == nil {
+		b.printf("interleave: not run: it needs orderflow's capacity and the pipeline floor's drain")
 		return nil
 	}
-	drains := map[string]cellResult{stageOrderflow: er.E2E, stagePipeline: *er.Floor, stageDirect: *er.Direct}
+	drains := map[string]cellResult{stageOrderflow: er.E2E, stagePipeline: *er.Floor, stageDirect: b.directTemplate(er)}
 	x := &interleaveResult{Rate: interleaveShare * er.Sweep.Capacity}
 	b.printf("interleave: the stages at one rate, %.1f events/s (%.1f x orderflow's capacity), %s each, in the order %s",
 		x.Rate, interleaveShare, b.o.sweep.Cell, strings.Join(interleaveOrder, ", "))
@@ -141,6 +141,7 @@ func (b *bench) interleave(ctx context.Context, er *engineResult) error {
 	}
 	x.CPUPerEvent, x.Adjusted = interleavedCPU(x.Cells), speedAdjustedCPU(x.Cells)
 	er.Interleaved = x
+	b.nearCapacity(er.Sweep, x)
 	b.printf("speed:    the probe's CPU µs per unit by cell (higher: a slower machine): %s", speedLine(x.Cells))
 	for _, l := range describeInterleaved(*x) {
 		b.printf("cpu:      %s", l)
@@ -151,6 +152,48 @@ func (b *bench) interleave(ctx context.Context, er *engineResult) error {
 			figure(r.OwnEngine, 2), figure(r.Engine, 2), figure(r.All, 2))
 	}
 	return nil
+}
+
+// nearCapacity makes orderflow's interleaved cell with the higher p99 its
+// sweep's cell at 0.9 × capacity (the last line's p99 and actions per
+// event), and prints both cells' latency, the stages of that one and the
+// goal of latency.
+func (b *bench) nearCapacity(s *sweepResult, x *interleaveResult) {
+	cells := x.stageCells(stageOrderflow)
+	if len(cells) == 0 {
+		return
+	}
+	s.Near = slices.MaxFunc(cells, func(a, b *cellResult) int { return cmp.Compare(a.P99, b.P99) })
+	var lat []string
+	for _, c := range cells {
+		lat = append(lat, fmt.Sprintf("p50 %s p99 %s", ms(c.P50), ms(c.P99)))
+	}
+	b.printf("capacity: orderflow %.1f events/s; at 0.9 x, its interleaved cells: %s", s.Capacity, strings.Join(lat, "; "))
+	b.printf("cost:     orderflow at 0.9 x capacity %s", s.Near.Cost)
+	b.printStages(stageOrderflow, "0.9 x capacity (its interleaved cell with the higher p99)", s.Near)
+	b.printf("goal:     orderflow p99 <= %s up to 0.9 x capacity (its %d interleaved cells): %s", ms(goalP99), len(cells), verdict(x.held(stageOrderflow)))
+}
+
+// stageCells are the cells of stage st, in the order they ran.
+func (x *interleaveResult) stageCells(st string) []*cellResult {
+	var out []*cellResult
+	for i := range x.Cells {
+		if x.Cells[i].Stage == st {
+			out = append(out, &x.Cells[i].Cell)
+		}
+	}
+	return out
+}
+
+// held reports whether stage st ran and each of its cells passed judge.
+func (x *interleaveResult) held(st string) bool {
+	cells := x.stageCells(st)
+	for _, c := range cells {
+		if judge(*c) != "" {
+			return false
+		}
+	}
+	return len(cells) > 0
 }
 
 // describeInterleaved is a line per stage of its CPU ms per event by

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestInterleaveOrder: each stage runs twice, in an order that reads the
@@ -103,5 +104,34 @@ func TestABBACPURatios(t *testing.T) {
 	lines := describeABBA(abbaResult{Rate: 30, CPUPerEvent: per, CPURatios: r})
 	if len(lines) != 3 || !strings.Contains(lines[2], "own 0.750") {
 		t.Errorf("lines %q", lines)
+	}
+}
+
+// TestInterleavedHeld: a stage held its goal when each of its cells
+// passed; the stage's cells are its own, in the order they ran.
+func TestInterleavedHeld(t *testing.T) {
+	cell := func(p99 time.Duration) cellResult {
+		return cellResult{Config: cellConfig{Offered: 30}, Rate: 30, P99: p99}
+	}
+	x := &interleaveResult{Cells: []stagedCell{
+		{stageOrderflow, cell(300 * time.Millisecond)},
+		{stagePipeline, cell(5 * time.Second)},
+		{stageOrderflow, cell(900 * time.Millisecond)},
+	}}
+	if got := x.stageCells(stageOrderflow); len(got) != 2 || got[0].P99 != 300*time.Millisecond || got[1].P99 != 900*time.Millisecond {
+		t.Fatalf("orderflow's cells: %v", got)
+	}
+	if !x.held(stageOrderflow) {
+		t.Error("orderflow's cells at 300 and 900 ms did not hold p99 <= 1 s")
+	}
+	if x.held(stagePipeline) {
+		t.Error("the pipeline floor's cell at 5 s held p99 <= 1 s")
+	}
+	if x.held(stageDirect) {
+		t.Error("a stage without cells held")
+	}
+	x.Cells[2].Cell.P99 = 1500 * time.Millisecond
+	if x.held(stageOrderflow) {
+		t.Error("orderflow held with one cell at 1,500 ms")
 	}
 }

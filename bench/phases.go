@@ -187,7 +187,7 @@ var firstEngineOnly = []string{"dup", "hot"}
 
 // openLoop is the capacity sweep of orderflow, from -sweep-start × its
 // drain's rate, then of the pipeline floor from orderflow's capacity (it
-// does less work), and the goals' verdicts.
+// does less work), and the goal of capacities.
 func (b *bench) openLoop(ctx context.Context, er *engineResult) error {
 	var err error
 	if er.Sweep, err = b.sweep(ctx, stageOrderflow, er.E2E, b.o.sweep.Start*er.E2E.Rate); err != nil {
@@ -200,27 +200,30 @@ func (b *bench) openLoop(ctx context.Context, er *engineResult) error {
 		return err
 	}
 	er.stageRatios()
-	b.goal(stageOrderflow, er.Sweep)
 	b.printf("goal:     orderflow's capacity >= 0.9 x the pipeline floor's: %s (%s)", verdict(er.CapacityRatio >= 0.9), figure(er.CapacityRatio, 3))
 	return nil
 }
 
+// directTemplate is the direct floor's cell as the sweeps and the
+// interleaved phase run it: the e2e scenario (its events per order from
+// the e2e drain), signalled by the benchmark's own client.
+func (b *bench) directTemplate(er *engineResult) cellResult {
+	return cellResult{Config: directCell(b.cell("direct", b.o.orders, 0.2), b.o.directInFlight), Events: er.E2E.Events}
+}
+
 // directFloor is the engine's direct floor (direct.go): the e2e scenario
-// signalled by the benchmark's own client, no broker and no bridge, as
-// fast as -direct-in-flight signals in flight allow; then its capacity
-// sweep, from the pipeline floor's capacity when the open phase found one
-// (it does less work), else from -sweep-start × its drain's rate; then
+// signalled by the benchmark's own client, no broker and no bridge, in a
+// capacity sweep from floorFactor × the pipeline floor's capacity when the
+// open phase found one (it does less work), else from orderflow's; then
 // each stage's capacity.
 func (b *bench) directFloor(ctx context.Context, er *engineResult) error {
-	r, err := b.runCell(ctx, directCell(b.cell("direct", b.o.orders, 0.2), b.o.directInFlight))
-	if err != nil {
-		return fmt.Errorf("direct: %w", err)
+	start := b.o.floorFactor * cmp.Or(capacity(er.FloorSweep), capacity(er.Sweep))
+	if start == 0 {
+		b.printf("direct:   not run: it starts from the pipeline floor's or orderflow's capacity (phase open)")
+		return nil
 	}
-	er.Direct = &r
-	b.printf("%-9s %s", "direct:", describeDrain(r))
-	b.printf("cost:     %s", r.Cost)
-	start := cmp.Or(capacity(er.FloorSweep), b.o.sweep.Start*r.Rate)
-	if er.DirectSweep, err = b.floorSweep(ctx, stageDirect, r, start); err != nil {
+	var err error
+	if er.DirectSweep, err = b.floorSweep(ctx, stageDirect, b.directTemplate(er), start); err != nil {
 		return err
 	}
 	er.stageRatios()
@@ -320,13 +323,6 @@ func shownEnv(env []string) []string {
 	return out
 }
 
-// goal prints whether sweep s of name held p99 within the goal at 0.5
-// and 0.9 × its capacity.
-func (b *bench) goal(name string, s *sweepResult) {
-	b.printf("goal:     %s p99 <= %s up to 0.9 x capacity: %s", name, ms(goalP99),
-		verdict(s.Near != nil && judge(*s.Half) == "" && judge(*s.Near) == ""))
-}
-
 // describeStages is the line of each stage's capacity, events/s: the
 // engine alone (the direct floor), with the broker and the bridge in
 // front (the pipeline floor) and with orderflow's workflow and SQL
@@ -371,42 +367,33 @@ func (b *bench) steady(ctx context.Context, name, label string, drain cellResult
 	return r, nil
 }
 
-// sweep steps a steady rate of drain's scenario and consumer from start
-// until a step fails, then runs the cells at 0.5 and 0.9 × the capacity,
-// the latter with the engine's work per event.
+// sweep steps a steady rate of drain's scenario and consumer from start by
+// -sweep-factor until a step fails, then between the highest pass and the
+// lowest fail (sweepPlan.next).
 func (b *bench) sweep(ctx context.Context, name string, drain cellResult, start float64) (*sweepResult, error) {
-	return b.sweepWith(ctx, name, drain, start, b.o.sweep, true)
+	return b.sweepWith(ctx, name, drain, start, b.o.sweep)
 }
 
 // floorSweep is a floor's capacity sweep: from start, a capacity near
-// it (the stage after it, which does more work), by -sweep-floor-factor
-// per step, without the cells at 0.5 and 0.9 x (the interleave phase
-// measures the floors at orderflow's rate).
+// it (floorFactor × the stage after it, which does more work), by
+// -sweep-floor-factor per step.
 func (b *bench) floorSweep(ctx context.Context, name string, drain cellResult, start float64) (*sweepResult, error) {
 	plan := b.o.sweep
 	plan.Factor = b.o.floorFactor
-	return b.sweepWith(ctx, name, drain, start, plan, false)
+	return b.sweepWith(ctx, name, drain, start, plan)
 }
 
-// sweepWith is a sweep by plan, with the cells at 0.5 and 0.9 x the
-// capacity when withCells is set.
-func (b *bench) sweepWith(ctx context.Context, name string, drain cellResult, start float64, plan sweepPlan, withCells bool) (*sweepResult, error) {
-	run := func(label string, offered float64, d time.Duration, cost bool) (cellResult, error) {
-		r, err := b.steady(ctx, name, label, drain, offered, d, cost)
-		if err != nil {
-			return r, fmt.Errorf("%s sweep: %w", name, err)
-		}
-		return r, nil
-	}
+// sweepWith is a sweep by plan, with the stages of its lowest failing step.
+func (b *bench) sweepWith(ctx context.Context, name string, drain cellResult, start float64, plan sweepPlan) (*sweepResult, error) {
 	b.printf("sweep:    %s at steady rates from %.1f events/s, x %.2f per step of %s until one fails, then between the highest pass and the lowest fail until they are within %.0f%% (at most %d steps; a rate %.1f%% over capacity fails p99 within a step); pass: p99 <= %s, achieved >= %.2f x offered, last event applied <= %s after the last publish",
 		name, start, plan.Factor, plan.Step, 100*plan.Within, plan.MaxSteps, 100*plan.overloadSeen(), ms(goalP99), minAchieved, maxTail)
 	fmt.Fprintf(b.out, "| sweep | cell | offered events/s | achieved events/s | p50 | p99 | tail | verdict |\n|---|---|---|---|---|---|---|---|\n")
 	sr := &sweepResult{}
 	var pts []sweepPoint
 	for rate := plan.next(start, nil); rate > 0; rate = plan.next(start, pts) {
-		r, err := run(fmt.Sprintf("step%d", len(pts)+1), rate, plan.Step, false)
+		r, err := b.steady(ctx, name, fmt.Sprintf("step%d", len(pts)+1), drain, rate, plan.Step, false)
 		if err != nil {
-			return sr, err
+			return sr, fmt.Errorf("%s sweep: %w", name, err)
 		}
 		sr.Steps = append(sr.Steps, r)
 		pts = append(pts, sweepPoint{Offered: rate, Pass: judge(r) == ""})
@@ -416,45 +403,22 @@ func (b *bench) sweepWith(ctx context.Context, name string, drain cellResult, st
 		b.printf("capacity: %s: no step passed", name)
 		return sr, nil
 	}
-	if !withCells {
-		b.printf("capacity: %s %.1f events/s%s", name, sr.Capacity, map[bool]string{true: " (a lower bound: no step failed)"}[fail == 0])
-		return sr, nil
-	}
-	half, err := run("half", 0.5*sr.Capacity, plan.Cell, false)
-	if err != nil {
-		return sr, err
-	}
-	near, err := run("near", 0.9*sr.Capacity, plan.Cell, true)
-	if err != nil {
-		return sr, err
-	}
-	sr.Half, sr.Near = &half, &near
-	bound := ""
-	if fail == 0 {
-		bound = " (a lower bound: no step failed)"
-	}
-	b.printf("capacity: %s %.1f events/s%s; at 0.5 x: p50 %s p99 %s; at 0.9 x: p50 %s p99 %s",
-		name, sr.Capacity, bound, ms(sr.Half.P50), ms(sr.Half.P99), ms(sr.Near.P50), ms(sr.Near.P99))
-	b.printf("cost:     %s at 0.9 x capacity %s", name, sr.Near.Cost)
-	cells := []struct {
-		at string
-		r  *cellResult
-	}{{"0.5 x capacity", sr.Half}, {"0.9 x capacity", sr.Near}}
+	b.printf("capacity: %s %.1f events/s%s", name, sr.Capacity, map[bool]string{true: " (a lower bound: no step failed)"}[fail == 0])
 	for i := range sr.Steps {
 		if s := &sr.Steps[i]; fail > 0 && s.Config.Offered == fail {
-			cells = append(cells, struct {
-				at string
-				r  *cellResult
-			}{fmt.Sprintf("%.1f events/s, the lowest rate that failed", fail), s})
-		}
-	}
-	for _, c := range cells {
-		if len(c.r.Breakdown) > 0 {
-			b.printf("stages:   %s at %s, from publish to row (%d keys of %d orders):%s",
-				name, c.at, c.r.Breakdown[0].Keys, breakdownSampleOrders, breakdownLines(c.r.Breakdown))
+			b.printStages(name, fmt.Sprintf("%.1f events/s, the lowest rate that failed", fail), s)
 		}
 	}
 	return sr, nil
+}
+
+// printStages prints the stages of cell r of stage name, when it measured
+// them.
+func (b *bench) printStages(name, at string, r *cellResult) {
+	if len(r.Breakdown) > 0 {
+		b.printf("stages:   %s at %s, from publish to row (%d keys of %d orders):%s",
+			name, at, r.Breakdown[0].Keys, breakdownSampleOrders, breakdownLines(r.Breakdown))
+	}
 }
 
 // ms formats d in milliseconds.

@@ -58,12 +58,11 @@ type engineResult struct {
 	Sweep         *sweepResult `json:"sweep,omitempty"`
 	FloorSweep    *sweepResult `json:"floor_sweep,omitempty"`
 	CapacityRatio float64      `json:"ratio_capacity_floor,omitempty"`
-	// Direct is the engine's direct floor (the no-op workflow signalled
-	// by the benchmark's client, no broker, no bridge) draining the e2e
-	// scenario, and DirectSweep its capacity sweep; DirectRatio is
+	// DirectSweep is the capacity sweep of the engine's direct floor (the
+	// no-op workflow signalled by the benchmark's client, no broker, no
+	// bridge) with the e2e scenario; DirectRatio is
 	// orderflow's capacity over the direct floor's (the last line's
 	// floor_ratio) and PipelineRatio the pipeline floor's over it.
-	Direct        *cellResult  `json:"direct_floor,omitempty"`
 	DirectSweep   *sweepResult `json:"direct_floor_sweep,omitempty"`
 	DirectRatio   float64      `json:"ratio_capacity_direct_floor,omitempty"`
 	PipelineRatio float64      `json:"ratio_pipeline_direct_floor,omitempty"`
@@ -126,21 +125,19 @@ const (
 
 // sweepResult is a capacity sweep: its steps in the order they ran, the
 // capacity (the highest offered rate that passed below the lowest that
-// failed; 0: none passed) and the cells at 0.5 and 0.9 × the capacity.
+// failed; 0: none passed) and, for orderflow's, its cell at 0.9 × the
+// capacity: the interleaved phase's orderflow cell with the higher p99.
 type sweepResult struct {
 	Steps    []cellResult `json:"steps"`
 	Capacity float64      `json:"capacity"`
-	Half     *cellResult  `json:"at_half_capacity,omitempty"`
 	Near     *cellResult  `json:"at_0_9_capacity,omitempty"`
 }
 
 // points are every cell of the sweep, ordered by offered rate.
 func (s *sweepResult) points() []cellResult {
 	ps := slices.Clone(s.Steps)
-	for _, c := range []*cellResult{s.Half, s.Near} {
-		if c != nil {
-			ps = append(ps, *c)
-		}
+	if s.Near != nil {
+		ps = append(ps, *s.Near)
 	}
 	slices.SortFunc(ps, func(a, b cellResult) int { return cmp.Compare(a.Config.Offered, b.Config.Offered) })
 	return ps
