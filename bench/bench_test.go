@@ -5,6 +5,7 @@ import (
 	"image"
 	"image/color"
 	"image/png"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -55,11 +56,16 @@ func TestParseRejectsBadFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (sweepPlan{Start: 0.3, Factor: 1.5, MaxSteps: 10, Within: 0.05, Step: 25 * time.Second, Cell: 20 * time.Second}); o.sweep != want ||
+	if want := (sweepPlan{Start: 0.3, Factor: 1.45, MaxSteps: 10, Within: 0.05, Step: 25 * time.Second, Cell: 20 * time.Second}); o.sweep != want ||
 		o.hotEvents != 2000 || o.dupRate != 0.5 || o.dupOrders != 300 || o.resultsDir != "bench/results" ||
 		o.floorFactor != 1.15 || o.orders != 600 {
 		t.Errorf("defaults: sweep %+v (floors x %v), %d orders, hot events %d, dup rate %v on %d orders, results %q",
 			o.sweep, o.floorFactor, o.orders, o.hotEvents, o.dupRate, o.dupOrders, o.resultsDir)
+	}
+	// From a pass and a fail one step apart, three bisections bring the
+	// default sweep within its resolution.
+	if r := math.Pow(o.sweep.Factor, 1.0/8); r > 1+o.sweep.Within {
+		t.Errorf("three bisections of x %v leave x %.4f, over %v", o.sweep.Factor, r, 1+o.sweep.Within)
 	}
 	// A default step fails a rate within the sweep's resolution over
 	// capacity by its backlog's latency.

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -34,6 +38,8 @@ type engineCost struct {
 	BilledActions  float64 `json:"billed_actions_per_event"`
 	PGTransactions float64 `json:"pg_transactions_per_event"`
 	PGRowsWritten  float64 `json:"pg_rows_written_per_event"`
+	// HistoryKinds are HistoryEvents by kind (historyKind).
+	HistoryKinds map[string]float64 `json:"history_events_by_kind_per_event,omitempty"`
 }
 
 // String is the cost's line of output; a cell without a database (the
@@ -43,8 +49,20 @@ func (c engineCost) String() string {
 	if c.PGTransactions == 0 && c.PGRowsWritten == 0 {
 		pg = "none (no database)"
 	}
-	return fmt.Sprintf("per event: %.2f actions (engine's counter), %.2f by Cloud's rules, %.2f workflow tasks, %.2f history events (histories of %d orders, %d events); PostgreSQL: %s",
-		c.Actions, c.BilledActions, c.WorkflowTasks, c.HistoryEvents, c.SampleOrders, c.SampleEvents, pg)
+	return fmt.Sprintf("per event: %.2f actions (engine's counter), %.2f by Cloud's rules, %.2f workflow tasks, %.2f history events (%s; histories of %d orders, %d events); PostgreSQL: %s",
+		c.Actions, c.BilledActions, c.WorkflowTasks, c.HistoryEvents, kindList(c.HistoryKinds), c.SampleOrders, c.SampleEvents, pg)
+}
+
+// kindList is the history events by kind, most first, or "" when none.
+func kindList(kinds map[string]float64) string {
+	names := slices.SortedFunc(maps.Keys(kinds), func(a, b string) int {
+		return cmp.Or(cmp.Compare(kinds[b], kinds[a]), cmp.Compare(a, b))
+	})
+	parts := make([]string, 0, len(names))
+	for _, k := range names {
+		parts = append(parts, fmt.Sprintf("%s %.2f", k, kinds[k]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // costCounters are the cumulative counters a cell's cost is the delta of.
@@ -97,8 +115,60 @@ func get(ctx context.Context, url string) (string, error) {
 	return string(b), err
 }
 
-// historyTally counts the events, workflow tasks and actions of histories.
-type historyTally struct{ events, tasks, actions int }
+// historyTally counts the events, workflow tasks and actions of histories,
+// and the events by kind (historyKind).
+type historyTally struct {
+	events, tasks, actions int
+	kinds                  map[string]int
+}
+
+// add adds o's counts to t's.
+func (t *historyTally) add(o historyTally) {
+	t.events, t.tasks, t.actions = t.events+o.events, t.tasks+o.tasks, t.actions+o.actions
+	if t.kinds == nil {
+		t.kinds = map[string]int{}
+	}
+	for k, n := range o.kinds {
+		t.kinds[k] += n
+	}
+}
+
+// historyKind is the kind of a history event as the cost of an event is
+// told apart: the run's start and end, a workflow task's events, signals,
+// local activities' markers, GetVersion's marker and its
+// TemporalChangeVersion upsert, the other upserts (the OrderStatus search
+// attribute), timers, activities.
+func historyKind(e *historypb.HistoryEvent) string {
+	switch t := e.GetEventType(); t {
+	case enumspb.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED, enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED,
+		enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED, enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED,
+		enumspb.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
+		return "task"
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+		return "signal"
+	case enumspb.EVENT_TYPE_MARKER_RECORDED:
+		if e.GetMarkerRecordedEventAttributes().GetMarkerName() == "LocalActivity" {
+			return "local activity"
+		}
+		return "version marker"
+	case enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
+		if versionUpsert(e) {
+			return "version upsert"
+		}
+		return "status upsert"
+	case enumspb.EVENT_TYPE_TIMER_STARTED, enumspb.EVENT_TYPE_TIMER_FIRED, enumspb.EVENT_TYPE_TIMER_CANCELED:
+		return "timer"
+	case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED,
+		enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED, enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED,
+		enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
+		return "activity"
+	default:
+		if strings.HasPrefix(t.String(), "WorkflowExecution") {
+			return "run"
+		}
+		return "other"
+	}
+}
 
 // historyCost tallies one run's history by Temporal Cloud's published
 // rules: a signal (SignalWithStart included) is one action, a run started
@@ -108,9 +178,10 @@ type historyTally struct{ events, tasks, actions int }
 // marker, nor the upsert of TemporalChangeVersion that the SDK writes with
 // it, nor the search attributes a run starts with.
 func historyCost(events []*historypb.HistoryEvent) historyTally {
-	t := historyTally{events: len(events)}
+	t := historyTally{events: len(events), kinds: map[string]int{}}
 	laTask := -1
 	for _, e := range events {
+		t.kinds[historyKind(e)]++
 		switch e.GetEventType() {
 		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
 			t.tasks++
@@ -220,14 +291,17 @@ func (b *bench) measureCost(ctx context.Context, db *database, before costCounte
 			return err
 		}
 		for _, events := range runs {
-			t := historyCost(events)
-			sum.events, sum.tasks, sum.actions = sum.events+t.events, sum.tasks+t.tasks, sum.actions+t.actions
+			sum.add(historyCost(events))
 		}
 		c.SampleOrders++
 		c.SampleEvents += n
 	}
 	se := float64(max(c.SampleEvents, 1))
 	c.WorkflowTasks, c.HistoryEvents, c.BilledActions = float64(sum.tasks)/se, float64(sum.events)/se, float64(sum.actions)/se
+	c.HistoryKinds = map[string]float64{}
+	for k, n := range sum.kinds {
+		c.HistoryKinds[k] = float64(n) / se
+	}
 	res.Cost = &c
 	return nil
 }

@@ -57,8 +57,14 @@ func TestHistoryCost(t *testing.T) {
 	h = append(h, task()...)
 	h = append(h, marker("LocalActivity"))
 	got := historyCost(h)
-	if want := (historyTally{events: len(h), tasks: 2, actions: 6}); got != want {
-		t.Errorf("historyCost = %+v, want %+v", got, want)
+	if got.events != len(h) || got.tasks != 2 || got.actions != 6 {
+		t.Errorf("historyCost = %+v, want %d events, 2 tasks, 6 actions", got, len(h))
+	}
+	// By kind, as the history above was built.
+	kinds := map[string]int{"run": 1, "signal": 2, "task": 6, "version marker": 1, "version upsert": 1,
+		"local activity": 4, "status upsert": 1, "timer": 1}
+	if !maps.Equal(got.kinds, kinds) {
+		t.Errorf("by kind %v, want %v", got.kinds, kinds)
 	}
 	// A run continued as new is one action of its own.
 	if got := historyCost([]*historypb.HistoryEvent{continued}); got.actions != 1 {
@@ -86,6 +92,10 @@ func TestCostString(t *testing.T) {
 	c := engineCost{Actions: 1.25, SampleOrders: 30, SampleEvents: 158}
 	if got := c.String(); !strings.HasSuffix(got, "PostgreSQL: none (no database)") || !strings.HasPrefix(got, "per event: 1.25 actions") {
 		t.Errorf("without a database: %s", got)
+	}
+	c.HistoryKinds = map[string]float64{"task": 3, "signal": 1, "local activity": 1, "status upsert": 0.6}
+	if got := c.String(); !strings.Contains(got, "history events (task 3.00, local activity 1.00, signal 1.00, status upsert 0.60; histories of 30 orders") {
+		t.Errorf("by kind, most first: %s", got)
 	}
 	c.PGTransactions, c.PGRowsWritten = 3.66, 4.38
 	if got := c.String(); !strings.HasSuffix(got, "PostgreSQL: 3.66 transactions, 4.38 rows written") {
