@@ -181,6 +181,9 @@ type pending struct {
 	shares *pending
 	// delivered: the event is durably signalled.
 	delivered bool
+	// seq: the message is acked as signalled or duplicate once its
+	// sequence number is recorded (recordSeqs, at the end of the batch).
+	seq bool
 	// undelivered is the transient error that kept the event from its
 	// workflow this time (err holds it too, unless the message was
 	// parked as undeliverable since).
@@ -273,6 +276,7 @@ func (h *Handler) HandleBatch(ctx context.Context, msgs []*primitive.MessageExt)
 		}
 	}
 	if firstErr == nil {
+		h.recordSeqs(ps)
 		h.settleReceipts(ctx, ps)
 	}
 	var err error
@@ -406,12 +410,8 @@ func (h *Handler) share(p *pending) {
 // its sequence number is recorded, no signal sent.
 func (h *Handler) ackDuplicate(p *pending) {
 	e := p.item.Event
-	p.log.Debug("duplicate acked without a signal", "confirmed_by", dedup.TierInFlight)
-	if err := h.recordSeq(p.ctx, p.log, e.ProducerID, e.Seq); err != nil {
-		p.err = err
-		return
-	}
-	p.result = ResultDuplicate
+	p.log.Debug("duplicate acked without a signal", "confirmed_by", dedup.TierInFlight, "producer_id", e.ProducerID, "seq", e.Seq)
+	p.result, p.seq = ResultDuplicate, true
 }
 
 // prepare decides what becomes of p's message: an invalid one is parked
@@ -461,10 +461,7 @@ func (h *Handler) prepare(ctx context.Context, p *pending) (bool, error) {
 		switch {
 		case a.Duplicate:
 			log.Debug("duplicate acked without a signal", "confirmed_by", a.Tier)
-			if err := h.recordSeq(ctx, log, e.ProducerID, e.Seq); err != nil {
-				return false, err
-			}
-			p.result = ResultDuplicate
+			p.result, p.seq = ResultDuplicate, true
 			return false, nil
 		case a.Follow != nil:
 			log.Debug("the same event is being delivered; the message waits for that delivery")
@@ -629,11 +626,7 @@ func (h *Handler) signalled(p *pending) {
 	}
 	h.metrics.eventLatency.Observe(h.now().Sub(e.OccurredAt).Seconds())
 	p.log.Debug("event signalled")
-	if err := h.recordSeq(p.ctx, p.log, e.ProducerID, e.Seq); err != nil {
-		p.err = err
-		return
-	}
-	p.result = ResultSignalled
+	p.result, p.seq = ResultSignalled, true
 }
 
 // parkOverdue parks p, whose event could not be delivered this time, as

@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"log/slog"
+	"sync"
 )
 
 // RecordFunc records that the message numbered seq in producerID's sequence
@@ -23,6 +24,33 @@ type RecordFunc func(ctx context.Context, producerID string, seq int64) error
 func (h *Handler) WithRecorder(r RecordFunc) *Handler {
 	h.record = r
 	return h
+}
+
+// recordSeqs records the sequence numbers of the batch's messages to be
+// acked as signalled or duplicate, at once, so that they share a commit
+// (a RecordFunc such as store.SeqRecorder's commits concurrent calls
+// together); a message whose number is not recorded fails (p.err), and the
+// batch goes back to the broker.
+func (h *Handler) recordSeqs(ps []*pending) {
+	var todo []*pending
+	for _, p := range ps {
+		if p.seq && p.err == nil {
+			todo = append(todo, p)
+		}
+	}
+	record := func(p *pending) {
+		e := p.item.Event
+		p.err = h.recordSeq(p.ctx, p.log, e.ProducerID, e.Seq)
+	}
+	if len(todo) == 1 {
+		record(todo[0])
+		return
+	}
+	var wg sync.WaitGroup
+	for _, p := range todo {
+		wg.Go(func() { record(p) })
+	}
+	wg.Wait()
 }
 
 // recordSeq records producerID's seq when the handler records numbers and

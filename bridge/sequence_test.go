@@ -3,9 +3,14 @@ package bridge
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2/primitive"
 
 	"github.com/orderflow/orderflow/fsm"
 	"github.com/orderflow/orderflow/wire"
@@ -98,5 +103,44 @@ func TestHandlerDoesNotAckAnUnrecordedNumber(t *testing.T) {
 	}
 	if v := counterValue(t, h.metrics.messages.WithLabelValues(ResultRetry)); v != 1 {
 		t.Fatalf("retry = %v, want 1", v)
+	}
+}
+
+// TestHandlerRecordsABatchsNumbersAtOnce: the numbers of a batch's
+// messages, three events of one order delivered one after another, are
+// recorded by concurrent calls once the batch's deliveries
+// are over, so that a recorder committing concurrent calls together
+// (store.SeqRecorder) carries them in one commit: a recorder that answers
+// only once all three calls are in flight lets the batch be acked.
+func TestHandlerRecordsABatchsNumbersAtOnce(t *testing.T) {
+	var inFlight atomic.Int32
+	all := make(chan struct{})
+	record := func(ctx context.Context, _ string, _ int64) error {
+		if inFlight.Add(1) == 3 {
+			close(all)
+		}
+		select {
+		case <-all:
+			return nil
+		case <-time.After(3 * time.Second):
+			return errors.New("the batch's numbers were recorded one after another")
+		}
+	}
+	var delivered atomic.Int32
+	h := testHandler(t, func(context.Context, fsm.Event, wire.Envelope) error { delivered.Add(1); return nil }, noPark(t)).
+		WithRecorder(record)
+	body := func(version, seq int) string {
+		return fmt.Sprintf(`{"event_id":"e%d","order_id":"o-1","user_id":3,"status":"CREATED","version":%d,"amount_cents":500,"occurred_at":"2025-01-02T03:04:05Z","producer_id":"p","seq":%d}`,
+			version, version, seq)
+	}
+	msgs := []*primitive.MessageExt{msg(body(1, 1)), msg(body(2, 2)), msg(body(3, 3))}
+	if err := h.HandleBatch(context.Background(), msgs); err != nil {
+		t.Fatal(err)
+	}
+	if n := inFlight.Load(); n != 3 {
+		t.Fatalf("%d numbers recorded, want 3", n)
+	}
+	if n := delivered.Load(); n != 3 {
+		t.Fatalf("%d events delivered, want 3", n)
 	}
 }

@@ -50,6 +50,9 @@ type bridgeConfig struct {
 	RetryFor time.Duration
 	// AttemptTimeout bounds one attempt to deliver or park a message.
 	AttemptTimeout time.Duration
+	// SeqLinger is how long a commit of sequence numbers that would start
+	// on an idle recorder waits for more numbers (store.SeqRecorder).
+	SeqLinger time.Duration
 	// MaxRetryDelayLevel caps the broker's redelivery delay level.
 	MaxRetryDelayLevel int
 	// UndeliverableAfter bounds how long a valid event is retried: once
@@ -108,6 +111,7 @@ func parseBridgeConfig(args []string, lookup func(string) (string, bool), out io
 	s.Duration(&cfg.GracePeriod, 30*time.Second, b("grace-period", "GRACE_PERIOD", "on SIGTERM, how long to wait for in-flight messages"))
 	s.Duration(&cfg.RetryFor, 15*time.Second, b("retry-for", "RETRY_FOR", "how long one message is retried in-process before it is handed back to the broker"))
 	s.Duration(&cfg.AttemptTimeout, 10*time.Second, b("attempt-timeout", "ATTEMPT_TIMEOUT", "bound of one attempt to deliver an event to Temporal or park a message in PostgreSQL"))
+	s.Duration(&cfg.SeqLinger, DefaultSeqLinger, b("seq-linger", "SEQ_LINGER", "how long the commit of acked messages' sequence numbers waits for more to carry, when none is under way (0: none); each number waits at most this long, its message's ack with it"))
 	s.Int(&cfg.MaxRetryDelayLevel, 5, b("max-retry-delay-level", "MAX_RETRY_DELAY_LEVEL", "cap of the broker's redelivery delay level (3=10s, 4=30s, 5=1m, 6=2m ...)"))
 	s.Duration(&cfg.UndeliverableAfter, DefaultUndeliverableAfter, b("undeliverable-after", "UNDELIVERABLE_AFTER", "park a valid event in dead_letters as undeliverable once its message has been failing this long (counted from the broker's redelivery delays, at most the message's age) instead of handing it back; orderflow dlq replay delivers it later"))
 	s.Bool(&cfg.Dedup.On, true, b("dedup", "DEDUP", "ack a message without a signal when Redis or the ledger confirms its event was already signalled or recorded with the same content (false: signal every valid message)"))
@@ -148,6 +152,9 @@ func parseBridgeConfig(args []string, lookup func(string) (string, bool), out io
 	if cfg.GapWindow < 0 {
 		errs = append(errs, fmt.Errorf("-gap-window: %s is negative", cfg.GapWindow))
 	}
+	if cfg.SeqLinger < 0 || cfg.SeqLinger >= cfg.AttemptTimeout {
+		errs = append(errs, fmt.Errorf("-seq-linger: %s is negative or not shorter than -attempt-timeout (%s)", cfg.SeqLinger, cfg.AttemptTimeout))
+	}
 	if cfg.GapSeries < 1 {
 		errs = append(errs, fmt.Errorf("-gap-series: %d is not an integer >= 1", cfg.GapSeries))
 	}
@@ -183,6 +190,11 @@ func parseBridgeConfig(args []string, lookup func(string) (string, bool), out io
 	}
 	return cfg, errors.Join(errs...)
 }
+
+// DefaultSeqLinger is -seq-linger's default: in a steady stream of tens of
+// messages a second, a few numbers share each commit, and an ack waits at
+// most 50 ms more.
+const DefaultSeqLinger = 50 * time.Millisecond
 
 // DefaultUndeliverableAfter is -undeliverable-after's default.
 const DefaultUndeliverableAfter = time.Hour
@@ -434,7 +446,7 @@ func serveBridge(ctx context.Context, stopSignals func(), cfg bridgeConfig, log 
 		Deliver:     temporalDeliver(tc, cfg.TaskQueue, cfg.Workflow),
 		DeliverMany: temporalDeliverMany(tc, cfg.TaskQueue, cfg.Workflow),
 		Park:        storePark(db),
-		Record:      storeRecord(db.NewSeqRecorder(cfg.AttemptTimeout), log),
+		Record:      storeRecord(db.NewSeqRecorder(cfg.AttemptTimeout, cfg.SeqLinger), log),
 		Receipts:    db.RecordReceipts,
 		Gaps:        storeGaps(db, cfg.GapWindow),
 		Dedup:       filter,

@@ -49,7 +49,7 @@ func TestGapsTwoBridgesShuffled(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		log := obs.NewLogger(testWriter(t), slog.LevelWarn, "bridge")
 		b, err := newBridge(cfg, bridgeDeps{Log: log, Registry: prometheus.NewRegistry(), Deliver: deliver,
-			Park: storePark(st), Record: storeRecord(st.NewSeqRecorder(cfg.AttemptTimeout), log), Gaps: storeGaps(st, cfg.GapWindow)})
+			Park: storePark(st), Record: storeRecord(st.NewSeqRecorder(cfg.AttemptTimeout, cfg.SeqLinger), log), Gaps: storeGaps(st, cfg.GapWindow)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,11 +13,13 @@ const maxSeqBatch = 512
 // SeqRecorder records sequence numbers as RecordSeq does, committing the
 // numbers of concurrent calls together (group commit): while one commit is
 // under way, the numbers that arrive wait and go into the next, in one
-// transaction that locks each producer's row once. A trickle commits each
-// number alone, as RecordSeq would; under load many share a commit.
+// call that locks each producer's row once. A commit that would start on
+// an idle recorder first lingers, so that a steady trickle of numbers
+// shares commits too: a number is committed at most the linger later.
 type SeqRecorder struct {
 	s       *Store
 	timeout time.Duration
+	linger  time.Duration
 
 	mu      sync.Mutex
 	queue   []seqCall
@@ -34,9 +36,10 @@ type seqCall struct {
 }
 
 // NewSeqRecorder returns a SeqRecorder writing to s; timeout bounds each
-// commit.
-func (s *Store) NewSeqRecorder(timeout time.Duration) *SeqRecorder {
-	return &SeqRecorder{s: s, timeout: timeout}
+// commit, and linger is how long a commit that would start on an idle
+// recorder waits for more numbers (0: none).
+func (s *Store) NewSeqRecorder(timeout, linger time.Duration) *SeqRecorder {
+	return &SeqRecorder{s: s, timeout: timeout, linger: linger}
 }
 
 // Record records that the message numbered seq in producerID's sequence was
@@ -70,8 +73,11 @@ func (r *SeqRecorder) Record(ctx context.Context, producerID string, seq int64) 
 }
 
 // commitAll commits the queued numbers, a batch at a time, until the queue
-// is empty; one runs at a time.
+// is empty, after the linger; one runs at a time.
 func (r *SeqRecorder) commitAll() {
+	if r.linger > 0 {
+		time.Sleep(r.linger)
+	}
 	for {
 		r.mu.Lock()
 		batch := r.queue[:min(len(r.queue), maxSeqBatch)]

@@ -300,7 +300,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestSeqRecorderCommitsTogether(t *testing.T) {
 	s := newStore(t)
 	record(t, s, "p", 1)
-	r := s.NewSeqRecorder(time.Minute)
+	r := s.NewSeqRecorder(time.Minute, 0)
 	lock := s.DB().Begin()
 	if err := lock.Exec(`SELECT 1 FROM received_seq_producers WHERE producer_id = 'p' FOR UPDATE`).Error; err != nil {
 		t.Fatal(err)
@@ -349,5 +349,49 @@ func TestSeqRecorderCommitsTogether(t *testing.T) {
 	}
 	if err := r.Record(context.Background(), "p", 0); !errors.Is(err, store.ErrInvalid) {
 		t.Fatalf("Record seq 0: %v, want ErrInvalid", err)
+	}
+}
+
+// TestSeqRecorderLingers: numbers recorded one after another, 20 ms apart,
+// within the linger of an idle recorder share its commit (their ranges
+// have one "since", the transaction's start); each call returns once its
+// number is recorded, none much later than the linger after it began; a
+// number recorded after that commit starts the next.
+func TestSeqRecorderLingers(t *testing.T) {
+	s := newStore(t)
+	const linger = 400 * time.Millisecond
+	r := s.NewSeqRecorder(time.Minute, linger)
+	var wg sync.WaitGroup
+	errs := make(chan error, 5)
+	for i := range int64(4) {
+		wg.Go(func() {
+			began := time.Now()
+			if err := r.Record(context.Background(), "p", 10*(i+1)); err != nil {
+				errs <- err
+				return
+			}
+			if took := time.Since(began); took > linger+5*time.Second {
+				errs <- fmt.Errorf("seq %d: Record took %s, linger %s", 10*(i+1), took, linger)
+			}
+		})
+		time.Sleep(20 * time.Millisecond)
+	}
+	wg.Wait()
+	if err := r.Record(context.Background(), "p", 100); err != nil {
+		t.Fatal(err)
+	}
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	var sinces []time.Time
+	if err := s.DB().Raw(`SELECT DISTINCT since FROM received_seq_ranges WHERE producer_id = 'p' ORDER BY since`).Scan(&sinces).Error; err != nil {
+		t.Fatal(err)
+	}
+	if len(sinces) != 2 {
+		t.Fatalf("the ranges have %d distinct since, want 2 (the four numbers' commit, then 100's): %v", len(sinces), sinces)
+	}
+	if _, p := gapsOf(t, s, "p"); p.Received != 5 {
+		t.Fatalf("producer %+v, want 5 received", p)
 	}
 }
