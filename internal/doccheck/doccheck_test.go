@@ -481,7 +481,7 @@ func rate(c func(BenchEngine) BenchCell) func(BenchEngine) []float64 {
 
 func cost(c func(BenchEngine) BenchCell, key string) func(BenchEngine) []float64 {
 	return func(e BenchEngine) []float64 {
-		if v, ok := c(e).Cost[key]; ok {
+		if v, ok := c(e).Cost[key].(float64); ok {
 			return []float64{v}
 		}
 		return nil
@@ -500,37 +500,130 @@ func cpuPerThousand(c func(BenchEngine) BenchCell, group string) func(BenchEngin
 }
 
 var (
-	drain  = func(e BenchEngine) BenchCell { return e.E2E }
-	floor  = func(e BenchEngine) BenchCell { return e.Floor }
-	steady = func(e BenchEngine) BenchCell { return e.Sweep.At09 }
-	hot    = func(e BenchEngine) BenchCell { return e.HotOrder }
-	capOf  = func(e BenchEngine) []float64 { return []float64{e.Sweep.Capacity} }
-	floorC = func(e BenchEngine) []float64 { return []float64{e.FloorSweep.Capacity} }
+	drain   = func(e BenchEngine) BenchCell { return e.E2E }
+	floor   = func(e BenchEngine) BenchCell { return e.Floor }
+	steady  = func(e BenchEngine) BenchCell { return e.Sweep.At09 }
+	hot     = func(e BenchEngine) BenchCell { return e.HotOrder }
+	capOf   = func(e BenchEngine) []float64 { return []float64{e.Sweep.Capacity} }
+	floorC  = func(e BenchEngine) []float64 { return []float64{e.FloorSweep.Capacity} }
+	directC = func(e BenchEngine) []float64 { return []float64{e.DirectSweep.Capacity} }
 )
 
+// The interleaved stages' names in a result file.
+const (
+	stageOrderflow = "orderflow"
+	stagePipeline  = "pipeline floor"
+	stageDirect    = "direct floor"
+)
+
+// cpuOf is a group's CPU ms per event in a stage of the interleaved phase
+// ("all": every process), none when the phase did not run.
+func cpuOf(stage string, groups ...string) func(BenchEngine) []float64 {
+	return func(e BenchEngine) []float64 {
+		c, ok := e.Interleaved.CPU[stage]
+		if !ok {
+			return nil
+		}
+		var sum float64
+		for _, g := range groups {
+			sum += c[g]
+		}
+		return []float64{sum}
+	}
+}
+
+// ratioOf is a over b, when both have a value.
+func ratioOf(a, b func(BenchEngine) []float64) func(BenchEngine) []float64 {
+	return func(e BenchEngine) []float64 {
+		x, y := a(e), b(e)
+		if len(x) != 1 || len(y) != 1 || y[0] == 0 {
+			return nil
+		}
+		return []float64{x[0] / y[0]}
+	}
+}
+
+// ms is a latency of a cell in milliseconds.
+func ms(c func(BenchEngine) BenchCell, p99 bool) func(BenchEngine) []float64 {
+	return func(e BenchEngine) []float64 {
+		if p99 {
+			return []float64{c(e).P99 / 1e6}
+		}
+		return []float64{c(e).P50 / 1e6}
+	}
+}
+
+// ownGroups are orderflow's own processes in the CPU figures.
+var ownGroups = []string{"bridge", "worker", "postgres"}
+
 // figures are the figures the pages cite from result files.
-func figures(record, earlier []string) []Figure {
+func figures(record []string) []Figure {
 	num := `[0-9](?:[0-9.,]*[0-9])?`
 	mr := `(` + num + ` \(` + num + `–` + num + `\))`
 	rg := `(` + num + `–` + num + `)`
 	perEngine := func(v func(BenchEngine) []float64, decimals int) []Computed {
 		return []Computed{{Engine("dev", v), MedianRange(decimals)}, {Engine("server", v), MedianRange(decimals)}}
 	}
+	// row is a table row of a median (min–max) per engine.
 	row := func(label string) *regexp.Regexp {
 		return regexp.MustCompile(`\| ` + label + ` \| ` + mr + ` \| ` + mr + ` \|`)
 	}
+	// rowN is a row of n figures per engine, separated by "; ", and its
+	// groups: the dev engine's in order, then the server's.
+	rowN := func(label string, decimals int, vs ...func(BenchEngine) []float64) (*regexp.Regexp, []Computed) {
+		cell := strings.TrimSuffix(strings.Repeat(mr+"; ", len(vs)), "; ")
+		var gs []Computed
+		for _, name := range []string{"dev", "server"} {
+			for _, v := range vs {
+				gs = append(gs, Computed{Engine(name, v), MedianRange(decimals)})
+			}
+		}
+		return regexp.MustCompile(`\| ` + label + ` \| ` + cell + ` \| ` + cell + ` \|`), gs
+	}
+	// devOnly is a row of the phases run on the first engine only.
+	devOnly := func(label string) *regexp.Regexp {
+		return regexp.MustCompile(`\| ` + label + ` \| ` + mr + ` \| — \|`)
+	}
+	engine := func(st string) func(BenchEngine) []float64 { return cpuOf(st, "temporal") }
+	all := func(st string) func(BenchEngine) []float64 { return cpuOf(st, "all") }
+	p50, p99 := rowN(`orderflow at 0\.9 × capacity: p50; \*\*p99\*\*`, 0, ms(steady, false), ms(steady, true))
+	cpuEngine, cpuEngineG := rowN(`CPU per event, the engine: orderflow; pipeline floor; direct floor`, 1,
+		engine(stageOrderflow), engine(stagePipeline), engine(stageDirect))
+	cpuAll, cpuAllG := rowN(`CPU per event, every process: orderflow; pipeline floor; direct floor`, 1,
+		all(stageOrderflow), all(stagePipeline), all(stageDirect))
+	cpuOwn, cpuOwnG := rowN(`CPU per event, orderflow's own: bridge; worker; PostgreSQL`, 1,
+		cpuOf(stageOrderflow, "bridge"), cpuOf(stageOrderflow, "worker"), cpuOf(stageOrderflow, "postgres"))
+	server := func(v func(BenchEngine) []float64) Computed { return Computed{Engine("server", v), Range(1)} }
 	return []Figure{
 		{Name: "e2e backlog drain", Page: "BENCHMARKS.md", Files: record, Pattern: row(`\*\*e2e\*\*: orderflow, backlog drain`), Groups: perEngine(rate(drain), 1)},
 		{Name: "pipeline floor backlog drain", Page: "BENCHMARKS.md", Files: record, Pattern: row(`pipeline floor, backlog drain`), Groups: perEngine(rate(floor), 1)},
 		{Name: "orderflow capacity", Page: "BENCHMARKS.md", Files: record, Pattern: row(`\*\*orderflow capacity\*\*: [^|]*`), Groups: perEngine(capOf, 1)},
 		{Name: "pipeline floor capacity", Page: "BENCHMARKS.md", Files: record, Pattern: row(`pipeline floor capacity, same rule`), Groups: perEngine(floorC, 1)},
-		{Name: "hot order", Page: "BENCHMARKS.md", Files: record, Pattern: row(`hot order: 2,000 events of one order`), Groups: perEngine(rate(hot), 1)},
+		{Name: "direct floor capacity", Page: "BENCHMARKS.md", Files: record, Pattern: row(`direct floor capacity, same rule`), Groups: perEngine(directC, 1)},
+		{Name: "pipeline_ratio", Page: "BENCHMARKS.md", Files: record, Pattern: row("\\*\\*`pipeline_ratio`\\*\\*: [^|]*"), Groups: perEngine(ratioOf(capOf, floorC), 2)},
+		{Name: "floor_ratio", Page: "BENCHMARKS.md", Files: record, Pattern: row("`floor_ratio`: [^|]*"), Groups: perEngine(ratioOf(capOf, directC), 2)},
+		{Name: "latency at 0.9 x capacity", Page: "BENCHMARKS.md", Files: record, Pattern: p50, Groups: p99},
+		{Name: "CPU per event, the engine", Page: "BENCHMARKS.md", Files: record, Pattern: cpuEngine, Groups: cpuEngineG},
+		{Name: "CPU per event, every process", Page: "BENCHMARKS.md", Files: record, Pattern: cpuAll, Groups: cpuAllG},
+		{Name: "CPU per event, orderflow's own", Page: "BENCHMARKS.md", Files: record, Pattern: cpuOwn, Groups: cpuOwnG},
+		{Name: "own_cpu_ratio", Page: "BENCHMARKS.md", Files: record, Pattern: row("\\*\\*`own_cpu_ratio`\\*\\*: [^|]*"),
+			Groups: perEngine(ratioOf(cpuOf(stageOrderflow, ownGroups...), engine(stageDirect)), 2)},
+		{Name: "engine_cpu_ratio", Page: "BENCHMARKS.md", Files: record, Pattern: row("\\*\\*`engine_cpu_ratio`\\*\\*: [^|]*"),
+			Groups: perEngine(ratioOf(engine(stageOrderflow), engine(stagePipeline)), 2)},
+		{Name: "cpu_ratio", Page: "BENCHMARKS.md", Files: record, Pattern: row("\\*\\*`cpu_ratio`\\*\\*: [^|]*"),
+			Groups: perEngine(ratioOf(all(stageOrderflow), all(stagePipeline)), 2)},
+		{Name: "duplicates", Page: "BENCHMARKS.md", Files: record, Pattern: devOnly(`\*\*50% duplicates / none\*\*[^|]*`),
+			Groups: []Computed{{Engine("dev", func(e BenchEngine) []float64 { return []float64{e.DupRatio} }), MedianRange(2)}}},
+		{Name: "hot order", Page: "BENCHMARKS.md", Files: record, Pattern: devOnly(`hot order: 2,000 events of one order`), Groups: []Computed{{Engine("dev", rate(hot)), MedianRange(1)}}},
 		{Name: "actions per event, engine's counter", Page: "BENCHMARKS.md", Files: record,
-			Pattern: regexp.MustCompile("\\| actions \\(the engine's `action` counter\\) \\| " + mr + ` \|`),
-			Groups:  []Computed{{cost(steady, "actions_per_event"), MedianRange(2)}}},
+			Pattern: regexp.MustCompile("\\| actions \\(the engine's `action` counter\\) \\| " + rg + ` \|`),
+			Groups:  []Computed{{cost(steady, "actions_per_event"), Range(2)}}},
 		{Name: "actions per event, Cloud's rules", Page: "BENCHMARKS.md", Files: record,
-			Pattern: regexp.MustCompile(`\| actions by Temporal Cloud's rules [^|]* \| ` + mr + ` \|`),
-			Groups:  []Computed{{cost(steady, "billed_actions_per_event"), MedianRange(2)}}},
+			Pattern: regexp.MustCompile(`\| actions by Temporal Cloud's rules [^|]* \| ` + rg + ` \|`),
+			Groups:  []Computed{{cost(steady, "billed_actions_per_event"), Range(2)}}},
+		{Name: "history events per event", Page: "BENCHMARKS.md", Files: record,
+			Pattern: regexp.MustCompile(`\| history events \| ` + rg + ` \|`),
+			Groups:  []Computed{{cost(steady, "history_events_per_event"), Range(2)}}},
 		{Name: "sizing: workflow tasks", Page: "docs/deploying.md", Files: record,
 			Pattern: regexp.MustCompile(`\| workflow tasks \| ` + rg + ` \| ` + rg + ` \|`),
 			Groups:  []Computed{{cost(drain, "workflow_tasks_per_event"), Range(2)}, {cost(steady, "workflow_tasks_per_event"), Range(2)}}},
@@ -556,21 +649,15 @@ func figures(record, earlier []string) []Figure {
 		{Name: "sizing: Temporal Cloud's actions per 100 events/s", Page: "docs/deploying.md", Files: record,
 			Pattern: regexp.MustCompile(`\| Temporal Cloud \| about ([0-9,]+) actions/s \|`),
 			Groups:  []Computed{{cost(steady, "billed_actions_per_event"), ScaledMedian(100, 10)}}},
-		{Name: "sizing: CPU per 1,000 events/s", Page: "docs/deploying.md", Files: earlier,
-			Pattern: regexp.MustCompile(`the Temporal server \(4 history shards, all services in one process\) used ` + rg + ` and ` + rg +
-				` cores, PostgreSQL ` + rg + ` and ` + rg + ` \(orderflow's database alone, beside the dev engine: ` + rg + ` and ` + rg +
-				`\), the worker ` + rg + ` and ` + rg + `, the bridge ` + rg + ` and ` + rg + `, the broker ` + rg + ` and ` + rg),
-			Groups: []Computed{
-				{Engine("server", cpuPerThousand(drain, "temporal")), Range(1)}, {Engine("server", cpuPerThousand(steady, "temporal")), Range(1)},
-				{Engine("server", cpuPerThousand(drain, "postgres")), Range(1)}, {Engine("server", cpuPerThousand(steady, "postgres")), Range(1)},
-				{Engine("dev", cpuPerThousand(drain, "postgres")), Range(1)}, {Engine("dev", cpuPerThousand(steady, "postgres")), Range(1)},
-				{Engine("server", cpuPerThousand(drain, "worker")), Range(1)}, {Engine("server", cpuPerThousand(steady, "worker")), Range(1)},
-				{Engine("server", cpuPerThousand(drain, "bridge")), Range(1)}, {Engine("server", cpuPerThousand(steady, "bridge")), Range(1)},
-				{Engine("server", cpuPerThousand(drain, "rocketmq")), Range(1)}, {Engine("server", cpuPerThousand(steady, "rocketmq")), Range(1)},
-			}},
+		{Name: "sizing: cores per 1,000 events/s", Page: "docs/deploying.md", Files: record,
+			Pattern: regexp.MustCompile(`the Temporal server with its PostgreSQL used ` + rg + ` cores, the workers ` + rg + `, the bridges ` + rg +
+				`, orderflow's PostgreSQL ` + rg + `, the broker ` + rg + `: orderflow's own (` + num + `(?:–` + num + `)?) cores per core of the engine`),
+			Groups: []Computed{server(engine(stageOrderflow)), server(cpuOf(stageOrderflow, "worker")), server(cpuOf(stageOrderflow, "bridge")),
+				server(cpuOf(stageOrderflow, "postgres")), server(cpuOf(stageOrderflow, "rocketmq")),
+				{Engine("server", ratioOf(cpuOf(stageOrderflow, ownGroups...), engine(stageOrderflow))), Span(2)}}},
 		{Name: "sizing: the hot order", Page: "docs/deploying.md", Files: record,
 			Pattern: regexp.MustCompile(`at ([0-9.]+–[0-9.]+) events/s in the runs of record`),
-			Groups:  []Computed{{rate(hot), Range(1)}}},
+			Groups:  []Computed{{Engine("dev", rate(hot)), Range(1)}}},
 	}
 }
 
@@ -586,19 +673,11 @@ func TestFigures(t *testing.T) {
 	if len(record) != 3 {
 		t.Errorf("BENCHMARKS.md names %d runs of record, the figures are medians of three", len(record))
 	}
-	// deploying.md's CPU figures come from three earlier runs, the files
-	// it names.
-	var earlier []string
-	for _, n := range names {
-		if strings.HasPrefix(n, "bench/results/2026-11-25T2") {
-			earlier = append(earlier, n)
-		}
-	}
 	byName := map[string]Page{}
 	for _, p := range pages(t) {
 		byName[p.Name] = p
 	}
-	for _, f := range figures(record, earlier) {
+	for _, f := range figures(record) {
 		report(t, CheckFigure(f, byName[f.Page], all))
 	}
 }

@@ -30,13 +30,31 @@ type BenchEngine struct {
 	FloorSweep struct {
 		Capacity float64 `json:"capacity"`
 	} `json:"floor_sweep"`
+	DirectSweep struct {
+		Capacity float64 `json:"capacity"`
+	} `json:"direct_floor_sweep"`
+	// Interleaved is the three stages at one rate: each stage's CPU ms
+	// per distinct event by process group ("all": every process).
+	Interleaved struct {
+		Rate  float64                       `json:"rate"`
+		CPU   map[string]map[string]float64 `json:"cpu_ms_per_event"`
+		Cells []struct {
+			Stage string    `json:"stage"`
+			Cell  BenchCell `json:"cell"`
+		} `json:"cells"`
+	} `json:"interleaved"`
+	// DupRatio is 50% duplicates over none (the first engine only).
+	DupRatio float64 `json:"ratio_dup_none"`
 }
 
 // BenchCell is one measured cell: its rate, its cost per event and the
 // cores each group of processes used.
 type BenchCell struct {
-	Rate float64            `json:"Rate"`
-	Cost map[string]float64 `json:"Cost"`
+	Rate float64 `json:"Rate"`
+	// P50 and P99 are latencies in nanoseconds.
+	P50  float64        `json:"P50"`
+	P99  float64        `json:"P99"`
+	Cost map[string]any `json:"Cost"`
 	CPU  *struct {
 		Cores map[string]float64 `json:"cores"`
 	} `json:"CPU"`
@@ -108,6 +126,17 @@ func Engine(name string, v func(BenchEngine) []float64) func(BenchEngine) []floa
 func Range(decimals int) func([]float64) string {
 	return func(v []float64) string {
 		return Number(slices.Min(v), decimals) + "–" + Number(slices.Max(v), decimals)
+	}
+}
+
+// Span prints "min–max", or one figure when they are the same.
+func Span(decimals int) func([]float64) string {
+	return func(v []float64) string {
+		lo, hi := Number(slices.Min(v), decimals), Number(slices.Max(v), decimals)
+		if lo == hi {
+			return lo
+		}
+		return lo + "–" + hi
 	}
 }
 
