@@ -488,17 +488,6 @@ func cost(c func(BenchEngine) BenchCell, key string) func(BenchEngine) []float64
 	}
 }
 
-// cpuPerThousand is the cores a group of processes used per 1,000
-// events/s in a cell.
-func cpuPerThousand(c func(BenchEngine) BenchCell, group string) func(BenchEngine) []float64 {
-	return func(e BenchEngine) []float64 {
-		if cell := c(e); cell.CPU != nil && cell.Rate > 0 {
-			return []float64{cell.CPU.Cores[group] * 1000 / cell.Rate}
-		}
-		return nil
-	}
-}
-
 var (
 	drain   = func(e BenchEngine) BenchCell { return e.E2E }
 	floor   = func(e BenchEngine) BenchCell { return e.Floor }
