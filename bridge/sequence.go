@@ -32,6 +32,9 @@ func (h *Handler) WithRecorder(r RecordFunc) *Handler {
 // together); a message whose number is not recorded fails (p.err), and the
 // batch goes back to the broker.
 func (h *Handler) recordSeqs(ps []*pending) {
+	if h.record == nil {
+		return
+	}
 	var todo []*pending
 	for _, p := range ps {
 		if p.seq && p.err == nil {
