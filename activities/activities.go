@@ -61,7 +61,15 @@ type ApplyEventInput struct {
 	// Source is the message that carried the event, as received; a
 	// conflicting event is parked with it. Nil when unknown.
 	Source *wire.Envelope `json:"source,omitempty"`
+	// Known, when not nil, is the order's row as the caller knows it, the
+	// event's business key being unrecorded as far as it knows: the
+	// decision is taken against it and the write checks it
+	// (store.Store.ApplyKnown), which saves a read. Nil: the store reads.
+	Known *KnownOrder `json:"known,omitempty"`
 }
+
+// KnownOrder is the order's row as a caller of ApplyEvent knows it.
+type KnownOrder = store.Known
 
 // ApplyEventResult is the authoritative decision taken inside the database
 // write. A repeat of the same business key returns the first outcome.
@@ -85,7 +93,8 @@ func (a *Activities) LoadOrder(ctx context.Context, orderID string) (LoadOrderRe
 }
 
 // ApplyEvent applies one event exactly once per business key and returns
-// the authoritative decision (store.Store.ApplyEvent). The span of its run
+// the authoritative decision (store.Store.ApplyEvent, or ApplyKnown with
+// in.Known). The span of its run
 // gets the event's order ID, version and status, and the outcome.
 func (a *Activities) ApplyEvent(ctx context.Context, in ApplyEventInput) (ApplyEventResult, error) {
 	src := wire.Envelope{Topic: a.Topic}
@@ -95,7 +104,13 @@ func (a *Activities) ApplyEvent(ctx context.Context, in ApplyEventInput) (ApplyE
 	span := trace.SpanFromContext(ctx)
 	span.SetAttributes(spanattr.OrderID.String(in.Event.OrderID), spanattr.Version.Int64(in.Event.Version),
 		spanattr.Status.String(string(in.Event.Status)), spanattr.MessagingMessageID.String(src.MessageID))
-	res, err := a.Store.ApplyEvent(ctx, in.Event, src)
+	var res store.Applied
+	var err error
+	if in.Known != nil {
+		res, err = a.Store.ApplyKnown(ctx, in.Event, src, *in.Known)
+	} else {
+		res, err = a.Store.ApplyEvent(ctx, in.Event, src)
+	}
 	if err != nil {
 		return res, temporalError(err, api.ErrTypeInvalidEvent)
 	}

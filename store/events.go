@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -25,50 +26,68 @@ type Loaded struct {
 	Awarded []fsm.PointsKind `json:"awarded,omitempty"`
 }
 
-// LoadOrder returns the stored order (Found false when it has no row yet)
-// and the content hash of every business key recorded for it in
-// order_events, read from one snapshot.
+// LoadOrder returns the stored order (Found false when it has no row yet),
+// the content hash of every business key recorded for it in order_events
+// and the kinds of its points_ledger rows: one statement, and so one
+// snapshot and one round trip.
 func (s *Store) LoadOrder(ctx context.Context, orderID string) (Loaded, error) {
 	if err := fsm.CheckOrderID(orderID); err != nil {
 		return Loaded{}, invalid(err)
 	}
-	res := Loaded{Versions: map[int64]string{}}
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		o, found, err := loadOrder(tx, orderID)
-		if err != nil {
-			return err
-		}
-		res.Found, res.Order = found, o
-		rows, err := tx.Raw(`SELECT version, content_hash FROM order_events WHERE order_id = ?`, orderID).Rows()
-		if err != nil {
-			return fmt.Errorf("load order_events of %s: %w", orderID, err)
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var v int64
-			var h string
-			if err := rows.Scan(&v, &h); err != nil {
-				return fmt.Errorf("scan order_events of %s: %w", orderID, err)
-			}
-			res.Versions[v] = h
-		}
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("read order_events of %s: %w", orderID, err)
-		}
-		var kinds []string
-		if err := tx.Raw(`SELECT kind FROM points_ledger WHERE order_id = ? ORDER BY kind DESC`, orderID).
-			Scan(&kinds).Error; err != nil {
-			return fmt.Errorf("read points_ledger of %s: %w", orderID, err)
-		}
-		for _, k := range kinds {
-			res.Awarded = append(res.Awarded, fsm.PointsKind(k))
-		}
-		return nil
-	}, readOnly)
+	var (
+		o               nullableOrder
+		versions, kinds []byte
+	)
+	err := s.db.WithContext(ctx).Raw(`SELECT o.user_id, o.status, o.version, o.amount_cents, o.content_hash,
+			o.purchased, o.purchase_points, o.purchase_user_id, o.refunded,
+			(SELECT json_object_agg(version, content_hash) FROM order_events WHERE order_id = k.order_id),
+			(SELECT json_agg(kind ORDER BY kind DESC) FROM points_ledger WHERE order_id = k.order_id)
+		FROM (SELECT ?::text AS order_id) AS k
+		LEFT JOIN orders AS o ON o.order_id = k.order_id`, orderID).Row().
+		Scan(append(o.dest(), &versions, &kinds)...)
 	if err != nil {
 		return Loaded{}, fmt.Errorf("load order %s: %w", orderID, err)
 	}
+	res := Loaded{Versions: map[int64]string{}}
+	res.Order, res.Found = o.order(orderID)
+	if versions != nil {
+		if err := json.Unmarshal(versions, &res.Versions); err != nil {
+			return Loaded{}, fmt.Errorf("load order %s: order_events: %w", orderID, err)
+		}
+	}
+	if kinds != nil {
+		if err := json.Unmarshal(kinds, &res.Awarded); err != nil {
+			return Loaded{}, fmt.Errorf("load order %s: points_ledger: %w", orderID, err)
+		}
+	}
 	return res, nil
+}
+
+// nullableOrder scans the orders columns of a LEFT JOIN, which are all
+// NULL when the order has no row: user_id, status, version, amount_cents,
+// content_hash, purchased, purchase_points, purchase_user_id, refunded.
+type nullableOrder struct {
+	userID, version, amount, points *int64
+	purchaser                       sql.NullInt64
+	status, hash                    *string
+	purchased, refunded             *bool
+}
+
+// dest is the scan destinations of the nine columns, in their order.
+func (n *nullableOrder) dest() []any {
+	return []any{&n.userID, &n.status, &n.version, &n.amount, &n.hash, &n.purchased, &n.points, &n.purchaser, &n.refunded}
+}
+
+// order is the scanned order of orderID; found is false when it had no row.
+func (n *nullableOrder) order(orderID string) (o fsm.Order, found bool) {
+	if n.version == nil {
+		return fsm.Order{}, false
+	}
+	return fsm.Order{
+		OrderID: orderID, UserID: *n.userID, Status: fsm.Status(*n.status), Version: *n.version,
+		AmountCents: *n.amount, ContentHash: *n.hash,
+		Purchased: *n.purchased, PurchasePoints: *n.points, PurchaseUserID: n.purchaser.Int64, Refunded: *n.refunded,
+	}, true
 }
 
 // Recorded is the ledger's record of one business key: the content hash of
@@ -99,27 +118,22 @@ func (s *Store) RecordedEvent(ctx context.Context, k fsm.Key) (r Recorded, found
 	return r, true, nil
 }
 
-// readOnly reads the order and its events from one snapshot.
+// readOnly reads from one snapshot.
 var readOnly = &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}
 
 func loadOrder(tx *gorm.DB, orderID string) (fsm.Order, bool, error) {
-	o := fsm.Order{OrderID: orderID}
-	var status string
-	var purchaser sql.NullInt64
+	var o nullableOrder
 	err := tx.Raw(`SELECT user_id, status, version, amount_cents, content_hash, purchased, purchase_points,
 			purchase_user_id, refunded
-		FROM orders WHERE order_id = ?`, orderID).Row().
-		Scan(&o.UserID, &status, &o.Version, &o.AmountCents, &o.ContentHash, &o.Purchased, &o.PurchasePoints,
-			&purchaser, &o.Refunded)
+		FROM orders WHERE order_id = ?`, orderID).Row().Scan(o.dest()...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return fsm.Order{}, false, nil
 	}
 	if err != nil {
 		return fsm.Order{}, false, fmt.Errorf("load orders row %s: %w", orderID, err)
 	}
-	o.Status = fsm.Status(status)
-	o.PurchaseUserID = purchaser.Int64
-	return o, true, nil
+	order, found := o.order(orderID)
+	return order, found, nil
 }
 
 // maxApplyAttempts bounds how often ApplyEvent re-reads and re-decides when
@@ -136,6 +150,14 @@ type Applied struct {
 	// Repeat is true when the business key was already recorded
 	// (the order_events row existed; its times-seen count was increased).
 	Repeat bool `json:"repeat"`
+}
+
+// Known is what a caller knows of an order's row, to spare ApplyKnown
+// the read: Found is false when it knows the order has no row yet, and
+// Order is the row as it knows it.
+type Known struct {
+	Found bool      `json:"found"`
+	Order fsm.Order `json:"order"`
 }
 
 // ApplyEvent applies one event to the database, exactly once per business
@@ -164,26 +186,42 @@ type Applied struct {
 //     deliveries, retries of the same one included) and the event is parked
 //     in dead_letters (reason "conflict: ...", fingerprint-deduplicated, so
 //     a retry adds no row). The outcome is Conflict; the order is unchanged.
-//  4. Row absent: fsm.Decide judges the event against the order as read.
-//     An applied event is written by one statement that upserts the order
-//     and inserts the order_events row. The version guard is evaluated
-//     inside the write: ON CONFLICT (order_id) DO UPDATE ... WHERE
-//     orders.version < EXCLUDED.version AND orders.version = <version read>;
-//     the second half makes the decision a compare-and-set, so an order
-//     created or moved by a concurrent writer since the read (two first
-//     events of a new order, say) makes the statement affect no row. Any
-//     other outcome inserts the order_events row alone, so the table is a
-//     complete audit (a stale or illegal verdict cannot be undone by a
-//     concurrent change: versions only grow, and whatever the order reaches
-//     from its status, an unreachable status stays unreachable).
-//  5. When the compare-and-set affects no row, or the business key was
-//     recorded concurrently (unique violation on order_events, which rolls
-//     the whole statement back), go back to 1.
+//  4. Row absent: fsm.Decide judges the event against the order as read,
+//     and one statement writes the decision as a compare-and-set on that
+//     order: every column the decision depends on must still hold what
+//     was read (for an order read as absent: no row), or the statement
+//     affects no row. An applied event updates the order (or inserts it)
+//     and inserts the order_events row; any other outcome inserts the
+//     order_events row alone, so the table is a complete audit.
+//  5. When the compare-and-set affects no row (a concurrent writer created
+//     or moved the order since the read: two first events of a new order,
+//     say), or the business key was recorded concurrently (unique
+//     violation on order_events, which rolls the whole statement back),
+//     go back to 1.
 //
 // The points due (purchased, purchase_points, refunded) change in the same
 // write as the state; the points ledger row is AwardPoints' job. Database
 // errors are returned wrapped and are retryable.
 func (s *Store) ApplyEvent(ctx context.Context, e fsm.Event, src wire.Envelope) (Applied, error) {
+	return s.apply(ctx, e, src, nil)
+}
+
+// ApplyKnown is ApplyEvent for a caller that knows the order's row and
+// believes the event's business key unrecorded (a workflow that has
+// handled the order's earlier events): the first round skips step 1 and
+// decides against known, in one round trip. The write's compare-and-set
+// is the same, so a known row that differs from the stored one (a restored
+// backup, a concurrent writer) makes it affect no row, and ApplyKnown goes
+// on as ApplyEvent from step 1: known saves a read, and never decides
+// against the database. So does a business key already recorded.
+func (s *Store) ApplyKnown(ctx context.Context, e fsm.Event, src wire.Envelope, known Known) (Applied, error) {
+	if known.Found {
+		known.Order.OrderID = e.OrderID
+	}
+	return s.apply(ctx, e, src, &known)
+}
+
+func (s *Store) apply(ctx context.Context, e fsm.Event, src wire.Envelope, known *Known) (Applied, error) {
 	if err := e.Validate(); err != nil {
 		// The event can have no effect: its message is settled.
 		if rerr := s.receipt(ctx, src); rerr != nil {
@@ -194,13 +232,14 @@ func (s *Store) ApplyEvent(ctx context.Context, e fsm.Event, src wire.Envelope) 
 	hash := e.ContentHash()
 	db := s.db.WithContext(ctx)
 	for attempt := 1; ; attempt++ {
-		res, again, err := applyOnce(db, e, hash, src)
+		res, again, err := applyOnce(db, e, hash, src, known)
 		if err != nil {
 			return Applied{}, fmt.Errorf("apply event %s: %w", e.Key(), err)
 		}
 		if !again {
 			return res, nil
 		}
+		known = nil // the database differs from what the caller knew: read it
 		if attempt == maxApplyAttempts {
 			return Applied{}, fmt.Errorf("apply event %s: order changed concurrently %d times in a row", e.Key(), attempt)
 		}
@@ -225,11 +264,8 @@ type storedRow struct {
 
 func readStored(db *gorm.DB, k fsm.Key) (storedRow, error) {
 	var (
-		r                               storedRow
-		userID, version, amount, points *int64
-		purchaser                       sql.NullInt64
-		status, orderHash               *string
-		purchased, refunded             *bool
+		r storedRow
+		o nullableOrder
 	)
 	err := db.Raw(`SELECT o.user_id, o.status, o.version, o.amount_cents, o.content_hash,
 			o.purchased, o.purchase_points, o.purchase_user_id, o.refunded,
@@ -238,19 +274,11 @@ func readStored(db *gorm.DB, k fsm.Key) (storedRow, error) {
 		LEFT JOIN orders AS o ON o.order_id = k.order_id
 		LEFT JOIN order_events AS ev ON ev.order_id = k.order_id AND ev.version = k.version`,
 		k.OrderID, k.Version).Row().
-		Scan(&userID, &status, &version, &amount, &orderHash, &purchased, &points, &purchaser, &refunded,
-			&r.evHash, &r.outcome, &r.gap, &r.kind, &r.delta, &r.reason)
+		Scan(append(o.dest(), &r.evHash, &r.outcome, &r.gap, &r.kind, &r.delta, &r.reason)...)
 	if err != nil {
 		return storedRow{}, fmt.Errorf("read order and event: %w", err)
 	}
-	if version != nil {
-		r.found = true
-		r.order = fsm.Order{
-			OrderID: k.OrderID, UserID: *userID, Status: fsm.Status(*status), Version: *version,
-			AmountCents: *amount, ContentHash: *orderHash,
-			Purchased: *purchased, PurchasePoints: *points, PurchaseUserID: purchaser.Int64, Refunded: *refunded,
-		}
-	}
+	r.order, r.found = o.order(k.OrderID)
 	return r, nil
 }
 
@@ -258,30 +286,71 @@ func readStored(db *gorm.DB, k fsm.Key) (storedRow, error) {
 const insertEventSQL = `INSERT INTO order_events (order_id, version, event_id, user_id, status,
 	amount_cents, content_hash, outcome, gap, points_kind, points_delta, reason, occurred_at, message_ids)`
 
-// applySQL writes an applied event in one statement: the order upsert with
-// the version guard and the compare-and-set on the version read, and the
-// order_events row, inserted only if the upsert went through. It affects
-// one row, or none when the guard refused.
-var applySQL = `WITH up AS (
-	INSERT INTO orders (order_id, user_id, status, version, amount_cents, content_hash,
-		purchased, purchase_points, purchase_user_id, refunded)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-	ON CONFLICT (order_id) DO UPDATE SET
-		user_id = EXCLUDED.user_id, status = EXCLUDED.status, version = EXCLUDED.version,
-		amount_cents = EXCLUDED.amount_cents, content_hash = EXCLUDED.content_hash,
-		purchased = EXCLUDED.purchased, purchase_points = EXCLUDED.purchase_points,
-		purchase_user_id = EXCLUDED.purchase_user_id, refunded = EXCLUDED.refunded, updated_at = now()
-	WHERE orders.version < EXCLUDED.version AND orders.version = ?
+// orderGuardSQL holds when the orders row (of the order_id argument)
+// still has every column fsm.Decide reads as the decision saw it: the
+// compare-and-set of a write (ten arguments, guardArgs).
+const orderGuardSQL = `order_id = ? AND user_id = ? AND status = ? AND version = ? AND amount_cents = ?
+	AND content_hash = ? AND purchased = ? AND purchase_points = ?
+	AND purchase_user_id IS NOT DISTINCT FROM ?::bigint AND refunded = ?`
+
+// guardArgs are orderGuardSQL's arguments for the order o.
+func guardArgs(o fsm.Order) []any {
+	return []any{o.OrderID, o.UserID, string(o.Status), o.Version, o.AmountCents, o.ContentHash,
+		o.Purchased, o.PurchasePoints, nullID(o.PurchaseUserID), o.Refunded}
+}
+
+// orderArgs are the nine column values of the order o, in orderGuardSQL's
+// order after order_id.
+func orderArgs(o fsm.Order) []any { return guardArgs(o)[1:] }
+
+// updateSQL writes an applied event to an order that has a row, in one
+// statement: the order's update, a compare-and-set on the order as read,
+// and the order_events row, inserted only if the update went through.
+var updateSQL = `WITH up AS (
+	UPDATE orders SET user_id = ?, status = ?, version = ?, amount_cents = ?, content_hash = ?,
+		purchased = ?, purchase_points = ?, purchase_user_id = ?, refunded = ?, updated_at = now()
+	WHERE version < ?::bigint AND ` + orderGuardSQL + `
 	RETURNING 1),
 ` + receiptSQL(" FROM up") + `
 ` + insertEventSQL + `
 SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ` + messageIDsSQL + ` FROM up`
 
-// applyOnce is one read-decide-write round of ApplyEvent. again is true when
-// a concurrent writer won and the round must be repeated.
-func applyOnce(db *gorm.DB, e fsm.Event, hash string, src wire.Envelope) (res Applied, again bool, err error) {
-	st, err := readStored(db, e.Key())
-	if err != nil {
+// insertSQL writes an applied event to an order read as absent: the
+// order's insert, which a row written since makes a no-op, and the
+// order_events row, inserted only if the order's was.
+var insertSQL = `WITH up AS (
+	INSERT INTO orders (order_id, user_id, status, version, amount_cents, content_hash,
+		purchased, purchase_points, purchase_user_id, refunded)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	ON CONFLICT (order_id) DO NOTHING
+	RETURNING 1),
+` + receiptSQL(" FROM up") + `
+` + insertEventSQL + `
+SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ` + messageIDsSQL + ` FROM up`
+
+// recordSQL records a decision that leaves the order as it is (stale,
+// illegal, ...), only while the order is as read: found says which of the
+// two guards, the order's row unchanged or still none.
+func recordSQL(found bool) string {
+	guard := `NOT EXISTS (SELECT 1 FROM orders WHERE order_id = ?)`
+	if found {
+		guard = `EXISTS (SELECT 1 FROM orders WHERE ` + orderGuardSQL + `)`
+	}
+	return `WITH up AS (SELECT 1 WHERE ` + guard + `),
+` + receiptSQL(" FROM up") + `
+` + insertEventSQL + `
+SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ` + messageIDsSQL + ` FROM up`
+}
+
+// applyOnce is one read-decide-write round of ApplyEvent; with known, the
+// round decides against it instead of reading. again is true when the
+// database differed from what the round decided on (a concurrent writer
+// won, or known was not the stored row) and the round must be repeated.
+func applyOnce(db *gorm.DB, e fsm.Event, hash string, src wire.Envelope, known *Known) (res Applied, again bool, err error) {
+	var st storedRow
+	if known != nil {
+		st = storedRow{order: known.Order, found: known.Found}
+	} else if st, err = readStored(db, e.Key()); err != nil {
 		return Applied{}, false, err
 	}
 
@@ -318,28 +387,38 @@ func applyOnce(db *gorm.DB, e fsm.Event, hash string, src wire.Envelope) (res Ap
 	eventArgs := []any{e.OrderID, e.Version, e.EventID, e.UserID, string(e.Status), e.AmountCents,
 		hash, string(d.Outcome), d.Gap, string(d.Points), d.PointsDelta, d.Reason, e.OccurredAt, src.MessageID, src.MessageID}
 	var w *gorm.DB
-	switch d.Outcome {
-	case fsm.Conflict:
+	switch {
+	case d.Outcome == fsm.Conflict && known != nil:
+		// Only the database may say that the order holds this version
+		// without its order_events row.
+		return Applied{}, true, nil
+	case d.Outcome == fsm.Conflict:
 		// The order holds this version but order_events does not: the row
 		// was written outside ApplyEvent. Park the event; do not record
 		// its content as the business key's.
 		res, err := conflict(db, e, st.order, src, d.Reason, false)
 		return res, false, err
-	case fsm.Applied:
+	case d.Outcome == fsm.Applied && st.found:
 		n := d.Next
-		args := append([]any{n.OrderID, n.UserID, string(n.Status), n.Version, n.AmountCents, n.ContentHash,
-			n.Purchased, n.PurchasePoints, nullID(n.PurchaseUserID), n.Refunded, st.order.Version}, receiptArgs(src)...)
-		w = db.Exec(applySQL, append(args, eventArgs...)...)
+		args := append(orderArgs(n), n.Version)
+		args = append(append(args, guardArgs(st.order)...), receiptArgs(src)...)
+		w = db.Exec(updateSQL, append(args, eventArgs...)...)
+	case d.Outcome == fsm.Applied:
+		args := append(guardArgs(d.Next), receiptArgs(src)...)
+		w = db.Exec(insertSQL, append(args, eventArgs...)...)
+	case st.found:
+		args := append(guardArgs(st.order), receiptArgs(src)...)
+		w = db.Exec(recordSQL(true), append(args, eventArgs...)...)
 	default:
-		w = db.Exec(`WITH `+receiptSQL("")+` `+insertEventSQL+` VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, `+messageIDsSQL+`)`,
-			append(receiptArgs(src), eventArgs...)...)
+		args := append([]any{e.OrderID}, receiptArgs(src)...)
+		w = db.Exec(recordSQL(false), append(args, eventArgs...)...)
 	}
 	switch {
 	case pgCode(w.Error) == "23505": // unique_violation: the key was recorded concurrently
 		return Applied{}, true, nil
 	case w.Error != nil:
 		return Applied{}, false, fmt.Errorf("record %s event: %w", d.Outcome, w.Error)
-	case w.RowsAffected == 0: // the order moved since the read
+	case w.RowsAffected == 0: // the order is not as the decision saw it
 		return Applied{}, true, nil
 	}
 	return Applied{Decision: d}, false, nil

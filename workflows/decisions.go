@@ -38,7 +38,12 @@ func (r *run) handle(in Delivery) error {
 	if seen {
 		local = fsm.Decision{Outcome: fsm.Duplicate, Next: r.state.Order}
 	}
-	res, award, err := r.apply(in, local)
+	var known *activities.KnownOrder
+	if _, recorded := r.state.Recorded[e.Version]; !recorded {
+		// What the run knows spares the step a read; the write checks it.
+		known = &activities.KnownOrder{Found: r.state.Exists, Order: r.state.Order}
+	}
+	res, award, err := r.apply(in, local, known)
 	if err != nil {
 		if temporal.IsCanceledError(err) {
 			return err
@@ -78,11 +83,12 @@ func (r *run) handle(in Delivery) error {
 }
 
 // apply runs the step that applies in (local being the workflow's own
-// decision): ApplyEvent, or with oneStep ApplyEventAndAward, which also
-// writes the ledger row the decision moves points with and returns what
-// became of it.
-func (r *run) apply(in Delivery, local fsm.Decision) (activities.ApplyEventResult, *activities.AwardOutcome, error) {
-	arg := activities.ApplyEventInput{Event: in.Event, Source: in.Source}
+// decision, known the order as the run knows it, nil to have the step read
+// it): ApplyEvent, or with oneStep ApplyEventAndAward, which also writes
+// the ledger row the decision moves points with and returns what became of
+// it.
+func (r *run) apply(in Delivery, local fsm.Decision, known *activities.KnownOrder) (activities.ApplyEventResult, *activities.AwardOutcome, error) {
+	arg := activities.ApplyEventInput{Event: in.Event, Source: in.Source, Known: known}
 	summary := DecisionSummary(in.Event, local)
 	if !r.oneStep {
 		var res activities.ApplyEventResult
