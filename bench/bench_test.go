@@ -57,7 +57,7 @@ func TestParseRejectsBadFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	if want := (sweepPlan{Start: 0.3, Factor: 1.45, MaxSteps: 10, Within: 0.05, Step: 25 * time.Second, Cell: 20 * time.Second}); o.sweep != want ||
-		o.hotEvents != 2000 || o.dupRate != 0.5 || o.dupOrders != 300 || o.resultsDir != "bench/results" ||
+		o.hotEvents != 2000 || o.dupRate != 0.5 || o.dupOrders != 150 || o.resultsDir != "bench/results" ||
 		o.floorFactor != 1.15 || o.orders != 600 {
 		t.Errorf("defaults: sweep %+v (floors x %v), %d orders, hot events %d, dup rate %v on %d orders, results %q",
 			o.sweep, o.floorFactor, o.orders, o.hotEvents, o.dupRate, o.dupOrders, o.resultsDir)

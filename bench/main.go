@@ -165,7 +165,7 @@ func parse(args []string) (config.Config, options, error) {
 	fs.Float(&o.dupRate, 0.5, bs("dup-rate", "share of the events sent twice in the duplicate scenario (compared with none)"))
 	fs.Int(&o.hotEvents, 2000, bs("hot-events", "events of the hot order (0 skips it)"))
 	fs.Int(&o.hotMaxEvents, 500, bs("hot-max-events", "the hot order's bridge continues its workflow as new after this many events (-workflow-max-events; 0: when Temporal suggests)"))
-	fs.Int(&o.dupOrders, 300, bs("dup-orders", "orders of each of the four duplicate drains (A B B A)"))
+	fs.Int(&o.dupOrders, 150, bs("dup-orders", "orders of each of the four duplicate drains (A B B A)"))
 	fs.Int(&o.directInFlight, 64, bs("direct-in-flight", "SignalWithStart requests the direct floor's client has in flight at most (an order's one at a time)"))
 	fs.Float(&o.sweep.Start, 0.3, bs("sweep-start", "orderflow's capacity sweep's first rate, as a share of its backlog drain's rate (the floors' start at -sweep-floor-factor x the capacity of the stage after them)"))
 	fs.Float(&o.sweep.Factor, 1.45, bs("sweep-factor", "orderflow's capacity sweep's step up (or down while no step passed); from a pass and a fail 1.45 apart, three bisections reach 5%"))
