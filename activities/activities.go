@@ -94,8 +94,8 @@ func (a *Activities) LoadOrder(ctx context.Context, orderID string) (LoadOrderRe
 
 // ApplyEvent applies one event exactly once per business key and returns
 // the authoritative decision (store.Store.ApplyEvent, or ApplyKnown with
-// in.Known). The span of its run
-// gets the event's order ID, version and status, and the outcome.
+// in.Known). The span of its run gets the event's order ID, version and
+// status, and the outcome.
 func (a *Activities) ApplyEvent(ctx context.Context, in ApplyEventInput) (ApplyEventResult, error) {
 	src := wire.Envelope{Topic: a.Topic}
 	if in.Source != nil {
