@@ -38,8 +38,7 @@ func (s *Store) LoadOrder(ctx context.Context, orderID string) (Loaded, error) {
 		o               nullableOrder
 		versions, kinds []byte
 	)
-	err := s.db.WithContext(ctx).Raw(`SELECT o.user_id, o.status, o.version, o.amount_cents, o.content_hash,
-			o.purchased, o.purchase_points, o.purchase_user_id, o.refunded,
+	err := s.db.WithContext(ctx).Raw(`SELECT `+orderColumnsSQL+`,
 			(SELECT json_object_agg(version, content_hash) FROM order_events WHERE order_id = k.order_id),
 			(SELECT json_agg(kind ORDER BY kind DESC) FROM points_ledger WHERE order_id = k.order_id)
 		FROM (SELECT ?::text AS order_id) AS k
@@ -62,6 +61,11 @@ func (s *Store) LoadOrder(ctx context.Context, orderID string) (Loaded, error) {
 	}
 	return res, nil
 }
+
+// orderColumnsSQL selects the columns of orders AS o that nullableOrder
+// scans, in its order.
+const orderColumnsSQL = `o.user_id, o.status, o.version, o.amount_cents, o.content_hash,
+	o.purchased, o.purchase_points, o.purchase_user_id, o.refunded`
 
 // nullableOrder scans the orders columns of a LEFT JOIN, which are all
 // NULL when the order has no row: user_id, status, version, amount_cents,
@@ -123,9 +127,7 @@ var readOnly = &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true
 
 func loadOrder(tx *gorm.DB, orderID string) (fsm.Order, bool, error) {
 	var o nullableOrder
-	err := tx.Raw(`SELECT user_id, status, version, amount_cents, content_hash, purchased, purchase_points,
-			purchase_user_id, refunded
-		FROM orders WHERE order_id = ?`, orderID).Row().Scan(o.dest()...)
+	err := tx.Raw(`SELECT `+orderColumnsSQL+` FROM orders AS o WHERE o.order_id = ?`, orderID).Row().Scan(o.dest()...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return fsm.Order{}, false, nil
 	}
@@ -267,8 +269,7 @@ func readStored(db *gorm.DB, k fsm.Key) (storedRow, error) {
 		r storedRow
 		o nullableOrder
 	)
-	err := db.Raw(`SELECT o.user_id, o.status, o.version, o.amount_cents, o.content_hash,
-			o.purchased, o.purchase_points, o.purchase_user_id, o.refunded,
+	err := db.Raw(`SELECT `+orderColumnsSQL+`,
 			ev.content_hash, ev.outcome, ev.gap, ev.points_kind, ev.points_delta, ev.reason
 		FROM (SELECT ?::text AS order_id, ?::bigint AS version) AS k
 		LEFT JOIN orders AS o ON o.order_id = k.order_id
@@ -303,44 +304,38 @@ func guardArgs(o fsm.Order) []any {
 // order after order_id.
 func orderArgs(o fsm.Order) []any { return guardArgs(o)[1:] }
 
-// updateSQL writes an applied event to an order that has a row, in one
-// statement: the order's update, a compare-and-set on the order as read,
-// and the order_events row, inserted only if the update went through.
-var updateSQL = `WITH up AS (
-	UPDATE orders SET user_id = ?, status = ?, version = ?, amount_cents = ?, content_hash = ?,
-		purchased = ?, purchase_points = ?, purchase_user_id = ?, refunded = ?, updated_at = now()
-	WHERE version < ?::bigint AND ` + orderGuardSQL + `
-	RETURNING 1),
-` + receiptSQL(" FROM up") + `
-` + insertEventSQL + `
-SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ` + messageIDsSQL + ` FROM up`
-
-// insertSQL writes an applied event to an order read as absent: the
-// order's insert, which a row written since makes a no-op, and the
-// order_events row, inserted only if the order's was.
-var insertSQL = `WITH up AS (
-	INSERT INTO orders (order_id, user_id, status, version, amount_cents, content_hash,
-		purchased, purchase_points, purchase_user_id, refunded)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-	ON CONFLICT (order_id) DO NOTHING
-	RETURNING 1),
-` + receiptSQL(" FROM up") + `
-` + insertEventSQL + `
-SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ` + messageIDsSQL + ` FROM up`
-
-// recordSQL records a decision that leaves the order as it is (stale,
-// illegal, ...), only while the order is as read: found says which of the
-// two guards, the order's row unchanged or still none.
-func recordSQL(found bool) string {
-	guard := `NOT EXISTS (SELECT 1 FROM orders WHERE order_id = ?)`
-	if found {
-		guard = `EXISTS (SELECT 1 FROM orders WHERE ` + orderGuardSQL + `)`
-	}
-	return `WITH up AS (SELECT 1 WHERE ` + guard + `),
+// guardedSQL is a write of an event's decision whose data-modifying WITH
+// item up returns a row only when the decision may be written: the
+// message's receipt and the order_events row are inserted only then, in
+// the same statement.
+func guardedSQL(up string) string {
+	return `WITH up AS (` + up + `),
 ` + receiptSQL(" FROM up") + `
 ` + insertEventSQL + `
 SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ` + messageIDsSQL + ` FROM up`
 }
+
+// The statements that write a decision, each a compare-and-set on the
+// order as the decision saw it.
+var (
+	// updateSQL: an applied event to an order that has a row.
+	updateSQL = guardedSQL(`UPDATE orders SET user_id = ?, status = ?, version = ?, amount_cents = ?,
+		content_hash = ?, purchased = ?, purchase_points = ?, purchase_user_id = ?, refunded = ?, updated_at = now()
+	WHERE version < ?::bigint AND ` + orderGuardSQL + `
+	RETURNING 1`)
+	// insertSQL: an applied event to an order read as absent; a row
+	// written since makes the insert a no-op.
+	insertSQL = guardedSQL(`INSERT INTO orders (order_id, user_id, status, version, amount_cents, content_hash,
+		purchased, purchase_points, purchase_user_id, refunded)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	ON CONFLICT (order_id) DO NOTHING
+	RETURNING 1`)
+	// recordSQL and recordAbsentSQL: a decision that leaves the order as
+	// it is (stale, illegal, ...), while its row is unchanged, or still
+	// absent.
+	recordSQL       = guardedSQL(`SELECT 1 WHERE EXISTS (SELECT 1 FROM orders WHERE ` + orderGuardSQL + `)`)
+	recordAbsentSQL = guardedSQL(`SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM orders WHERE order_id = ?)`)
+)
 
 // applyOnce is one read-decide-write round of ApplyEvent; with known, the
 // round decides against it instead of reading. again is true when the
@@ -408,10 +403,10 @@ func applyOnce(db *gorm.DB, e fsm.Event, hash string, src wire.Envelope, known *
 		w = db.Exec(insertSQL, append(args, eventArgs...)...)
 	case st.found:
 		args := append(guardArgs(st.order), receiptArgs(src)...)
-		w = db.Exec(recordSQL(true), append(args, eventArgs...)...)
+		w = db.Exec(recordSQL, append(args, eventArgs...)...)
 	default:
 		args := append([]any{e.OrderID}, receiptArgs(src)...)
-		w = db.Exec(recordSQL(false), append(args, eventArgs...)...)
+		w = db.Exec(recordAbsentSQL, append(args, eventArgs...)...)
 	}
 	switch {
 	case pgCode(w.Error) == "23505": // unique_violation: the key was recorded concurrently
