@@ -2,6 +2,8 @@ package store_test
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"testing"
 	"time"
 
@@ -23,13 +25,24 @@ func TestApplyKnownNeverDecidesAgainstTheDatabase(t *testing.T) {
 		return fsm.Event{EventID: "e", OrderID: id, UserID: 7, Status: st, Version: v, AmountCents: 5000,
 			OccurredAt: at.Add(time.Duration(v) * time.Minute)}
 	}
-	stored := func(id string) store.Loaded {
+	// stored is the orders row as the table holds it (Found false when
+	// absent), read here rather than through the store.
+	stored := func(id string) store.Known {
 		t.Helper()
-		l, err := s.LoadOrder(ctx, id)
-		if err != nil {
+		k := store.Known{Order: fsm.Order{OrderID: id}}
+		var purchaser sql.NullInt64
+		err := s.DB().Raw(`SELECT user_id, status, version, amount_cents, content_hash, purchased, purchase_points,
+			purchase_user_id, refunded FROM orders WHERE order_id = ?`, id).Row().
+			Scan(&k.Order.UserID, &k.Order.Status, &k.Order.Version, &k.Order.AmountCents, &k.Order.ContentHash,
+				&k.Order.Purchased, &k.Order.PurchasePoints, &purchaser, &k.Order.Refunded)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return store.Known{}
+		case err != nil:
 			t.Fatal(err)
 		}
-		return l
+		k.Found, k.Order.PurchaseUserID = true, purchaser.Int64
+		return k
 	}
 	apply := func(name string, e fsm.Event, known store.Known) store.Applied {
 		t.Helper()
