@@ -197,6 +197,37 @@ func (a *Activities) ApplyEventAndAward(ctx context.Context, in ApplyEventInput)
 	return out, nil
 }
 
+// LoadOrderAndApplyResult is what LoadOrderAndApply found and did: the
+// order as stored before the event, and ApplyEventAndAward's result.
+type LoadOrderAndApplyResult struct {
+	Loaded LoadOrderResult `json:"loaded"`
+	ApplyEventAndAwardResult
+}
+
+// LoadOrderAndApply loads the order (LoadOrder), then applies the event and
+// writes the ledger row its decision moves points with
+// (ApplyEventAndAward): a fresh workflow run's first step, one instead of
+// two. When the loaded order has not recorded the event's business key,
+// the decision is taken against the loaded order (in.Known), which saves
+// the read; otherwise the store reads again, as for a repeat. A retry
+// loads again, so that Loaded may show the event recorded by an earlier
+// attempt of the same step.
+func (a *Activities) LoadOrderAndApply(ctx context.Context, in ApplyEventInput) (LoadOrderAndApplyResult, error) {
+	loaded, err := a.LoadOrder(ctx, in.Event.OrderID)
+	if err != nil {
+		return LoadOrderAndApplyResult{}, err
+	}
+	in.Known = nil
+	if _, recorded := loaded.Versions[in.Event.Version]; !recorded {
+		in.Known = &KnownOrder{Found: loaded.Found, Order: loaded.Order}
+	}
+	res, err := a.ApplyEventAndAward(ctx, in)
+	if err != nil {
+		return LoadOrderAndApplyResult{}, err
+	}
+	return LoadOrderAndApplyResult{Loaded: loaded, ApplyEventAndAwardResult: res}, nil
+}
+
 // temporalError returns err as Temporal should see it: input the store
 // refused as a non-retryable application error of type invalidType (or
 // ErrTypeUnknownOrder), anything else unchanged, so that it is retried.

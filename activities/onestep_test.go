@@ -57,3 +57,63 @@ func TestApplyEventAndAwardWritesTheRowOfItsDecision(t *testing.T) {
 	}
 	checkInvariants(t, a.Store.DB())
 }
+
+// LoadOrderAndApply returns the order as the database held it before the
+// event's write (read here with the test's own queries), and then applies
+// the event as ApplyEventAndAward does: a new order, an event that moves
+// points, and a redelivery that finds its key and its ledger row in place.
+func TestLoadOrderAndApplyLoadsBeforeItsWrite(t *testing.T) {
+	a, _ := newActivities(t)
+	ctx := context.Background()
+	db := a.Store.DB()
+	id := orderID("load-apply")
+	const payer = 42
+	step := func(e fsm.Event) activities.LoadOrderAndApplyResult {
+		t.Helper()
+		before, found := loadOrderRow(t, db, id)
+		keys := eventRows(t, db, id)
+		res, err := a.LoadOrderAndApply(ctx, activities.ApplyEventInput{Event: e})
+		if err != nil {
+			t.Fatalf("%s %s: %v", e.Key(), e.Status, err)
+		}
+		l := res.Loaded
+		if l.Found != found || (found && (string(l.Order.Status) != before.Status || l.Order.Version != before.Version)) {
+			t.Fatalf("%s %s: loaded found=%v %s v%d, want found=%v %s v%d (as stored before the step)",
+				e.Key(), e.Status, l.Found, l.Order.Status, l.Order.Version, found, before.Status, before.Version)
+		}
+		if len(l.Versions) != len(keys) {
+			t.Fatalf("%s %s: loaded keys %v, want the %d stored before the step", e.Key(), e.Status, l.Versions, len(keys))
+		}
+		for v, row := range keys {
+			if l.Versions[v] != row.ContentHash {
+				t.Fatalf("%s %s: loaded hash of v%d %q, want %q", e.Key(), e.Status, v, l.Versions[v], row.ContentHash)
+			}
+		}
+		return res
+	}
+	created := step(withUser(event(id, 1, fsm.Created, 12_345), payer))
+	if created.Decision.Outcome != fsm.Applied || created.Repeat {
+		t.Fatalf("CREATED: %+v repeat %v, want applied", created.Decision, created.Repeat)
+	}
+	paid := step(withUser(event(id, 2, fsm.Paid, 12_345), payer))
+	if w := paid.Award; paid.Decision.Outcome != fsm.Applied || w == nil || w.Row.Kind != fsm.Purchase || !w.Inserted {
+		t.Fatalf("PAID: %+v award %+v, want applied with the purchase row inserted", paid.Decision, w)
+	}
+	if len(paid.Loaded.Awarded) != 0 {
+		t.Fatalf("PAID: loaded ledger %v, want none before the step", paid.Loaded.Awarded)
+	}
+	again := step(withUser(event(id, 2, fsm.Paid, 12_345), payer))
+	if w := again.Award; !again.Repeat || w == nil || w.Inserted {
+		t.Fatalf("PAID again: repeat %v award %+v, want a repeat finding the purchase row in place", again.Repeat, w)
+	}
+	if len(again.Loaded.Awarded) != 1 || again.Loaded.Awarded[0] != fsm.Purchase {
+		t.Fatalf("PAID again: loaded ledger %v, want the purchase row", again.Loaded.Awarded)
+	}
+	if row, ok := loadOrderRow(t, db, id); !ok || row.Status != string(fsm.Paid) || row.Version != 2 {
+		t.Errorf("order %+v (found %v), want PAID v2", row, ok)
+	}
+	if l := ledger(t, db, id); l["purchase"] != 123 || len(l) != 1 {
+		t.Errorf("ledger %v, want purchase 123", l)
+	}
+	checkInvariants(t, db)
+}

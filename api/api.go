@@ -44,6 +44,9 @@ const (
 	// ActivityApplyEventAndAward is ApplyEvent and, when the decision
 	// moves points, AwardPoints as one step.
 	ActivityApplyEventAndAward = "ApplyEventAndAward"
+	// ActivityLoadOrderAndApply is LoadOrder, then ApplyEventAndAward: a
+	// fresh run's first step.
+	ActivityLoadOrderAndApply = "LoadOrderAndApply"
 )
 
 // OrderStatusKey is the typed key of the OrderStatus search attribute.

@@ -202,20 +202,17 @@ func checkTrace(spans []otlpSpan, orderID, topic string) error {
 	if okRun && okSWS {
 		under(run, sws)
 	}
-	// An event's decision and its points are one local activity
-	// (workflows' ChangeLocalActivities version 4): both carry their
-	// attributes on its span.
-	apply, okApply := one("RunActivity:"+api.ActivityApplyEventAndAward, worker, map[string]string{"orderflow.order_id": orderID,
-		"orderflow.outcome": string(fsm.Applied)})
+	// A fresh run's first event: loading the order, the event's decision
+	// and its points are one local activity (workflows'
+	// ChangeLocalActivities version 7), whose span carries the attributes
+	// of all three; no load of its own.
+	apply, okApply := one("RunActivity:"+api.ActivityLoadOrderAndApply, worker, map[string]string{"orderflow.order_id": orderID,
+		"orderflow.outcome": string(fsm.Applied), "orderflow.points.kind": string(fsm.Purchase), "orderflow.points.inserted": "true"})
 	if okApply && okRun {
 		under(apply, run)
 	}
-	if award, ok := one("RunActivity:"+api.ActivityApplyEventAndAward, worker, map[string]string{"orderflow.order_id": orderID,
-		"orderflow.points.kind": string(fsm.Purchase), "orderflow.points.inserted": "true"}); ok && okRun {
-		under(award, run)
-	}
-	if load, ok := one("RunActivity:LoadOrder", worker, order); ok && okRun {
-		under(load, run)
+	if n := len(find("RunActivity:"+api.ActivityLoadOrder, worker, order)); n != 0 {
+		problems = append(problems, fmt.Sprintf("%d spans of a LoadOrder step of their own, want none: the first event's step loads the order", n))
 	}
 	// SQL statements: under the event's application in the worker, and
 	// under the message in the bridge (its sequence number).

@@ -89,10 +89,11 @@ func parse(args []string, out io.Writer) (config.Config, options, error) {
 	s.Duration(&o.BrokerLagInterval, backlog.DefaultInterval, w("broker-lag-interval", "BROKER_LAG_INTERVAL",
 		"how often to read the consumer group's offsets from the brokers for "+backlog.LagMetric+" (0: never)"))
 	s.Int(&o.WorkflowVersion, workflows.LatestVersion, w("workflow-version", "WORKFLOW_VERSION",
-		fmt.Sprintf("the %s version new order runs record: %d, the newest (a new order's first status costs no upsert); "+
-			"%d, which workers of 0.2.0 replay; %d, which workers of 0.1.0 replay (keep the release's own during a rollout "+
-			"from it, so that a rollback strands no run)",
-			workflows.ChangeLocalActivities, workflows.LatestVersion, workflows.Release020Version, workflows.Release010Version)))
+		fmt.Sprintf("the %s version new order runs record: %d, the newest (a fresh run loads the order with its first event's step); "+
+			"%d, which workers of 0.3.0 replay; %d, which workers of 0.2.0 replay; %d, which workers of 0.1.0 replay (keep the "+
+			"release's own during a rollout from it, so that a rollback strands no run)",
+			workflows.ChangeLocalActivities, workflows.LatestVersion, workflows.Release030Version, workflows.Release020Version,
+			workflows.Release010Version)))
 	s.String(&o.DeploymentName, "", w("deployment-name", "DEPLOYMENT_NAME",
 		"Worker Deployment this worker belongs to; set, it turns Worker Versioning on (the worker takes the tasks of its version "+
 			"only once that version is current: `temporal worker deployment set-current-version`); empty: unversioned"))

@@ -103,7 +103,7 @@ func TestParseRejectsBadInput(t *testing.T) {
 		{"-no-such-flag"},
 		{"extra"},
 		{"-workflow-version", "3"},
-		{"-workflow-version", "7"},
+		{"-workflow-version", fmt.Sprint(workflows.LatestVersion + 1)},
 	} {
 		if _, _, err := parse(args, io.Discard); err == nil {
 			t.Errorf("parse(%q) succeeded", args)

@@ -74,6 +74,9 @@ func (r *run) shouldContinueAsNew() bool {
 // run first ends a task in which local activities ran. Before, it handled
 // every pending signal first.
 func (r *run) continueAsNew(ch inbox) error {
+	if err := r.ensureLoaded(); err != nil {
+		return err
+	}
 	if !r.carries() {
 		if _, err := r.drain(ch); err != nil {
 			return err

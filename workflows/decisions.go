@@ -26,24 +26,35 @@ func (r *run) handle(in Delivery) error {
 		return nil
 	}
 	hash := e.ContentHash()
-	h, seen := r.state.Recorded[e.Version]
-	seen = seen && h == hash
+	var (
+		res   activities.ApplyEventResult
+		award *activities.AwardOutcome
+		err   error
+	)
+	first := r.unloaded
+	if first {
+		// The step loads the order, then applies the event; what follows
+		// judges its answer by the order as loaded.
+		res, award, err = r.loadAndApply(in)
+	}
+	seen := r.seen(e, hash)
 	if seen && !r.verify {
 		return r.duplicate(e, logger)
 	}
-
 	// The step's summary is the workflow's own decision, known before the
 	// step; the database's, authoritative, is its result.
 	local := r.expect(e)
 	if seen {
 		local = fsm.Decision{Outcome: fsm.Duplicate, Next: r.state.Order}
 	}
-	var known *activities.KnownOrder
-	if _, recorded := r.state.Recorded[e.Version]; !recorded {
-		// What the run knows spares the step a read; the write checks it.
-		known = &activities.KnownOrder{Found: r.state.Exists, Order: r.state.Order}
+	if !first {
+		var known *activities.KnownOrder
+		if _, recorded := r.state.Recorded[e.Version]; !recorded {
+			// What the run knows spares the step a read; the write checks it.
+			known = &activities.KnownOrder{Found: r.state.Exists, Order: r.state.Order}
+		}
+		res, award, err = r.apply(in, local, known)
 	}
-	res, award, err := r.apply(in, local, known)
 	if err != nil {
 		if temporal.IsCanceledError(err) {
 			return err
@@ -98,6 +109,25 @@ func (r *run) apply(in Delivery, local fsm.Decision, known *activities.KnownOrde
 	var res activities.ApplyEventAndAwardResult
 	err := r.execute(acts.ApplyEventAndAward, arg, summary).Get(r.ctx, &res)
 	return res.ApplyEventResult, res.Award, err
+}
+
+// seen reports whether the run has recorded e's business key with content
+// hash hash.
+func (r *run) seen(e fsm.Event, hash string) bool {
+	h, ok := r.state.Recorded[e.Version]
+	return ok && h == hash
+}
+
+// loadAndApply runs a fresh run's first step, LoadOrderAndApply, and adopts
+// the order it loaded, as it was before the event's write.
+func (r *run) loadAndApply(in Delivery) (activities.ApplyEventResult, *activities.AwardOutcome, error) {
+	arg := activities.ApplyEventInput{Event: in.Event, Source: in.Source}
+	var res activities.LoadOrderAndApplyResult
+	if err := r.execute(acts.LoadOrderAndApply, arg, FirstStepSummary(in.Event)).Get(r.ctx, &res); err != nil {
+		return activities.ApplyEventResult{}, nil, err
+	}
+	r.adoptFirstLoad(res.Loaded)
+	return res.ApplyEventResult, res.Award, nil
 }
 
 // noteAward records what became of the ledger row ApplyEventAndAward

@@ -348,7 +348,7 @@ func scanHotRun(t *testing.T, h *historypb.History) hotRun {
 			if err := dc.FromPayloads(e.GetMarkerRecordedEventAttributes().GetDetails()["data"], &data); err != nil {
 				t.Fatalf("decode a local activity marker: %v", err)
 			}
-			if data.ActivityType != api.ActivityApplyEvent && data.ActivityType != api.ActivityApplyEventAndAward {
+			if !slices.Contains([]string{api.ActivityApplyEvent, api.ActivityApplyEventAndAward, api.ActivityLoadOrderAndApply}, data.ActivityType) {
 				continue
 			}
 			var summary string

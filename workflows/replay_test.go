@@ -57,10 +57,11 @@ import (
 // waits with no signal pending; the runs of continue-as-new, carry-pending
 // and carry-batch carry pending events to the next), testdata/v5-* (version
 // 5: an event the run remembers goes to the database too, which confirms
-// the duplicate or, after a restore, applies it). The unprefixed files are
-// version 6: a run started for an order's first version starts with the
-// OrderStatus search attribute that SignalWithStart named, and upserts the
-// status only when it differs. Before
+// the duplicate or, after a restore, applies it), testdata/v6-* (version 6:
+// a run started for an order's first version starts with the OrderStatus
+// search attribute that SignalWithStart named, and upserts the status only
+// when it differs). The unprefixed files are version 7: a fresh run's first
+// event's step loads the order too (LoadOrderAndApply). Before
 // re-recording after a new version, move the unprefixed files under a
 // prefix of their own, so that they keep replaying. batched*.json have
 // order-events signals, which need no new version: the workflow handles a
@@ -70,7 +71,7 @@ const recordEnv = "ORDERFLOW_RECORD_HISTORIES"
 // recordWriteEnv, when set, is the version of ChangeLocalActivities the
 // recording worker writes (workflows.WriteVersionProvider). The files of
 // testdata/w4-* were recorded so, for 0.1.0, whose code replays them too;
-// testdata/w5-* for 0.2.0.
+// testdata/w5-* for 0.2.0; testdata/w6-* for 0.3.0.
 const recordWriteEnv = "ORDERFLOW_RECORD_WRITE_VERSION"
 
 // replayScenarios are the scenarios that must have at least one recorded
@@ -106,18 +107,24 @@ func TestReplayRecordedHistories(t *testing.T) {
 // these lines in the order's event history.
 func TestRecordedHistoriesCarrySummaries(t *testing.T) {
 	for file, want := range map[string][]string{
+		// Version 7: a fresh run's first event's step loads the order.
+		"in-order.json": {"v1 CREATED, on the order loaded from PostgreSQL", "v2 PAID → applied, +129 points",
+			"v3 SHIPPED → applied", "v4 DELIVERED → applied", "v5 COMPLETED → applied"},
+		"reordered-duplicates.json": {"v3 SHIPPED, on the order loaded from PostgreSQL",
+			"v1 CREATED → stale, order at v3", "v3 SHIPPED → duplicate", "v2 PAID → stale, order at v3",
+			"v4 DELIVERED → applied", "v5 COMPLETED → applied", "v4 DELIVERED → conflict, parked", "v5 COMPLETED → duplicate"},
 		// Version 4 of ChangeLocalActivities and later: the ledger row is
 		// written by the decision's own step.
-		"in-order.json": {"load the order from PostgreSQL", "v1 CREATED → applied", "v2 PAID → applied, +129 points",
+		"v6-in-order.json": {"load the order from PostgreSQL", "v1 CREATED → applied", "v2 PAID → applied, +129 points",
 			"v3 SHIPPED → applied", "v4 DELIVERED → applied", "v5 COMPLETED → applied"},
 		// Version 5: a duplicate the run remembers is asked of the database.
-		"reordered-duplicates.json": {"load the order from PostgreSQL", "v3 SHIPPED → applied, over a gap, +129 points",
+		"v6-reordered-duplicates.json": {"load the order from PostgreSQL", "v3 SHIPPED → applied, over a gap, +129 points",
 			"v1 CREATED → stale, order at v3", "v3 SHIPPED → duplicate", "v2 PAID → stale, order at v3",
 			"v4 DELIVERED → applied", "v5 COMPLETED → applied", "v4 DELIVERED → conflict, parked", "v5 COMPLETED → duplicate"},
 		"v4-reordered-duplicates.json": {"load the order from PostgreSQL", "v3 SHIPPED → applied, over a gap, +129 points",
 			"v1 CREATED → stale, order at v3", "v2 PAID → stale, order at v3",
 			"v4 DELIVERED → applied", "v5 COMPLETED → applied", "v4 DELIVERED → conflict, parked"},
-		"cancel-after-pay.json": {"load the order from PostgreSQL", "v1 CREATED → applied", "v2 PAID → applied, +129 points",
+		"cancel-after-pay.json": {"v1 CREATED, on the order loaded from PostgreSQL", "v2 PAID → applied, +129 points",
 			"v3 CANCELLED → applied, -129 points", "v4 SHIPPED → illegal after CANCELLED"},
 		// Version 3: the ledger row is a step of its own.
 		"v3s-cancel-after-pay.json": {"load the order from PostgreSQL", "v1 CREATED → applied", "v2 PAID → applied, +129 points",

@@ -12,7 +12,7 @@ import (
 const (
 	// LatestVersion is the newest version this code replays and, by
 	// default, records.
-	LatestVersion = int(versionStartStatus)
+	LatestVersion = int(versionLoadWithFirst)
 	// Release010Version, Release020Version and Release030Version are the
 	// newest versions each release replays: a rollout from that release
 	// records it until the new build is promoted.

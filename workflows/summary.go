@@ -50,6 +50,13 @@ func DecisionSummary(e fsm.Event, d fsm.Decision) string {
 	return b.String()
 }
 
+// FirstStepSummary is the one-line summary of a fresh run's first step,
+// which loads the order and then decides on event e: "v3 PAID, on the
+// order loaded from PostgreSQL".
+func FirstStepSummary(e fsm.Event) string {
+	return fmt.Sprintf("v%d %s, on the order loaded from PostgreSQL", e.Version, e.Status)
+}
+
 // PointsSummary is the summary of an AwardPoints step: "+943 points
 // (purchase) for user 42".
 func PointsSummary(kind fsm.PointsKind, points, userID int64) string {

@@ -76,7 +76,12 @@ func LocalActivityOptions() workflow.LocalActivityOptions {
 // docs/operating.md). Version 6: the run starts from the OrderStatus
 // search attribute it was started with (StartStatus, named by the
 // SignalWithStart that started it) and upserts the status only when it
-// differs, so that a new order's first status costs no upsert. A new change
+// differs, so that a new order's first status costs no upsert. Version 7: a
+// fresh run does not load the order before its first event: its first
+// event's step loads it and applies the event in one (LoadOrderAndApply),
+// which saves a step and its marker per run; a run that must wait or
+// continue as new before any event reached the database loads it then
+// (LoadOrder). A new change
 // ID would cost every run one more marker and one more TemporalChangeVersion
 // upsert (an action on the engine's counter, though Temporal Cloud does not
 // bill it), so the change is a version of this one. Runs recorded before a
@@ -92,6 +97,7 @@ const (
 	versionLeanTasks       workflow.Version = 4
 	versionVerifyMemory    workflow.Version = 5
 	versionStartStatus     workflow.Version = 6
+	versionLoadWithFirst   workflow.Version = 7
 )
 
 // Register registers OrderWorkflow under its type name WorkflowType.
@@ -123,7 +129,7 @@ func OrderWorkflow(ctx workflow.Context, in Input) (Result, error) {
 	actx, _ := workflow.NewDisconnectedContext(ctx)
 	actx = workflow.WithActivityOptions(actx, ActivityOptions())
 	actx = workflow.WithLocalActivityOptions(actx, LocalActivityOptions())
-	version := workflow.GetVersion(ctx, ChangeLocalActivities, workflow.DefaultVersion, versionStartStatus)
+	version := workflow.GetVersion(ctx, ChangeLocalActivities, workflow.DefaultVersion, versionLoadWithFirst)
 	r := &run{
 		root: ctx,
 		ctx:  actx,
@@ -142,21 +148,30 @@ func OrderWorkflow(ctx workflow.Context, in Input) (Result, error) {
 		leanTimers: version >= versionLeanTasks,
 		// The database, not the run's memory, says what is a duplicate.
 		verify: version >= versionVerifyMemory,
+		// A fresh run loads the order with its first event's step.
+		loadWithFirst: version >= versionLoadWithFirst,
 		logger: log.With(workflow.GetLogger(ctx), "order_id", orderID),
 		params: in.Params.withDefaults(),
 	}
 	if err := workflow.SetQueryHandler(ctx, api.QueryState, func() (State, error) { return r.state.clone(), nil }); err != nil {
 		return Result{}, fmt.Errorf("register %s query: %w", api.QueryState, err)
 	}
-	if in.Carry != nil {
+	switch {
+	case in.Carry != nil:
 		r.state = in.Carry.clone()
 		r.state.Processed = 0
 		r.state.Runs++
-	} else if err := r.rehydrate(orderID); err != nil {
-		return Result{}, err
-	} else if r.reconcile {
-		if err := r.reconcilePoints(r.logger); err != nil {
+	case r.loadWithFirst:
+		r.state = newState(orderID)
+		r.unloaded = true
+	default:
+		if err := r.rehydrate(orderID); err != nil {
 			return Result{}, err
+		}
+		if r.reconcile {
+			if err := r.reconcilePoints(r.logger); err != nil {
+				return Result{}, err
+			}
 		}
 	}
 	// The events the previous run received but did not handle come first,
@@ -220,6 +235,9 @@ type run struct {
 	// database, and a database that is behind the run's memory makes the
 	// run reload the order.
 	verify bool
+	// loadWithFirst is true when a fresh run loads the order with its first
+	// event's step (LoadOrderAndApply); unloaded is true while it has not.
+	loadWithFirst, unloaded bool
 	// last is the last decision, as the current details show it.
 	last string
 	// pending are the events received but not handled yet, oldest first:
@@ -282,21 +300,59 @@ func (s State) clone() State {
 	return c
 }
 
+// newState is the state of a fresh run of the order before it loads it.
+func newState(orderID string) State {
+	return State{
+		OrderID:  orderID,
+		Counts:   make(map[fsm.Outcome]int64),
+		Recorded: make(map[int64]string),
+		Runs:     1,
+	}
+}
+
 // rehydrate loads the order and its recorded business keys from PostgreSQL.
 func (r *run) rehydrate(orderID string) error {
 	res, err := r.load(orderID, SummaryLoadOrder)
 	if err != nil {
 		return err
 	}
-	r.state = State{
-		OrderID: orderID,
-		Counts:  make(map[fsm.Outcome]int64),
-		Runs:    1,
-	}
+	r.state = newState(orderID)
 	r.adoptLoaded(res, r.reconcile)
+	r.logRehydrated(res)
+	return nil
+}
+
+// logRehydrated logs what a fresh run loaded.
+func (r *run) logRehydrated(res activities.LoadOrderResult) {
 	r.logger.Info("order rehydrated", "found", res.Found, "status", res.Order.Status,
 		"version", res.Order.Version, "recorded_keys", len(res.Versions))
-	return nil
+}
+
+// adoptFirstLoad makes what a fresh run loaded its state (adoptLoaded, with
+// the ledger), where no event's step has loaded it yet.
+func (r *run) adoptFirstLoad(res activities.LoadOrderResult) {
+	r.adoptLoaded(res, true)
+	r.unloaded = false
+	if r.state.Status().Terminal() && r.state.TerminalAt.IsZero() {
+		r.state.TerminalAt = workflow.Now(r.ctx)
+	}
+	r.logRehydrated(res)
+}
+
+// ensureLoaded loads the order (LoadOrder) and writes the ledger rows it is
+// due, when the run has not loaded it yet (loadWithFirst): before the run
+// waits, completes or continues as new, what it knows must be the
+// database's.
+func (r *run) ensureLoaded() error {
+	if !r.unloaded {
+		return nil
+	}
+	res, err := r.load(r.state.OrderID, SummaryLoadOrder)
+	if err != nil {
+		return err
+	}
+	r.adoptFirstLoad(res)
+	return r.reconcilePoints(r.logger)
 }
 
 // load runs LoadOrder with summary as the step's summary.
@@ -352,6 +408,12 @@ func (r *run) loop(ch inbox) (Result, error) {
 		// Events still pending (carried over from the previous run, or the
 		// rest of a signal after the task ended) come before any new one.
 		if len(r.pending) == 0 {
+			// A run that will wait or complete knows the order first.
+			if ch.Len() == 0 {
+				if err := r.ensureLoaded(); err != nil {
+					return Result{}, err
+				}
+			}
 			deadline, reason := r.deadline()
 			now := workflow.Now(r.root)
 			if !now.Before(deadline) {

@@ -48,6 +48,8 @@ type fakeDB struct {
 	// database would (a retryable error), whatever their version.
 	down           int
 	loads, applies []string
+	// firstSteps counts LoadOrderAndApply calls (each also a load).
+	firstSteps int
 	// known says, per ApplyEvent call, what the run told it of the order:
 	// "stored" (the row as stored), "other" or "none" (no Known).
 	known  []string
@@ -159,6 +161,28 @@ func (f *fakeDB) ApplyEventAndAward(ctx context.Context, in activities.ApplyEven
 	return out, nil
 }
 
+// LoadOrderAndApply is LoadOrder then ApplyEventAndAward, with the loaded
+// order as the known one when it has not recorded the event's key, as the
+// real activity composes them.
+func (f *fakeDB) LoadOrderAndApply(ctx context.Context, in activities.ApplyEventInput) (activities.LoadOrderAndApplyResult, error) {
+	f.mu.Lock()
+	f.firstSteps++
+	f.mu.Unlock()
+	loaded, err := f.LoadOrder(ctx, in.Event.OrderID)
+	if err != nil {
+		return activities.LoadOrderAndApplyResult{}, err
+	}
+	in.Known = nil
+	if _, ok := loaded.Versions[in.Event.Version]; !ok {
+		in.Known = &activities.KnownOrder{Found: loaded.Found, Order: loaded.Order}
+	}
+	res, err := f.ApplyEventAndAward(ctx, in)
+	if err != nil {
+		return activities.LoadOrderAndApplyResult{}, err
+	}
+	return activities.LoadOrderAndApplyResult{Loaded: loaded, ApplyEventAndAwardResult: res}, nil
+}
+
 type harness struct {
 	t   *testing.T
 	env *testsuite.TestWorkflowEnvironment
@@ -188,6 +212,7 @@ func newHarnessOn(t *testing.T, orderID string, db *fakeDB) *harness {
 	env.RegisterActivityWithOptions(h.db.ApplyEvent, activity.RegisterOptions{Name: api.ActivityApplyEvent})
 	env.RegisterActivityWithOptions(h.db.AwardPoints, activity.RegisterOptions{Name: api.ActivityAwardPoints})
 	env.RegisterActivityWithOptions(h.db.ApplyEventAndAward, activity.RegisterOptions{Name: api.ActivityApplyEventAndAward})
+	env.RegisterActivityWithOptions(h.db.LoadOrderAndApply, activity.RegisterOptions{Name: api.ActivityLoadOrderAndApply})
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: api.WorkflowID(orderID), TaskQueue: "test"})
 	env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
 		sa := args.Get(0).(temporal.SearchAttributes)
@@ -432,8 +457,9 @@ func TestFreshRunRehydratesLateEventIsStale(t *testing.T) {
 	h.send(0, ev("L-1", 4, fsm.Delivered, 700), ev("L-1", 3, fsm.Shipped, 1), late)
 	r := h.run(Input{Params: params()})
 	s := r.State
-	if len(h.db.loads) != 1 || s.Runs != 1 {
-		t.Fatalf("loads = %v runs %d", h.db.loads, s.Runs)
+	if len(h.db.loads) != 1 || h.db.firstSteps != 1 || s.Runs != 1 {
+		t.Fatalf("loads = %v (%d with the first event's step) runs %d, want one load, with the first event",
+			h.db.loads, h.db.firstSteps, s.Runs)
 	}
 	// v4 is a recorded duplicate (skipped), v3 with other content a
 	// conflict, v6 illegal. Nothing changes.
@@ -465,6 +491,32 @@ func TestFreshRunWritesTheMissingLedgerRow(t *testing.T) {
 	if got := h.db.points["M-1/purchase"]; got != 123 || !r.State.PurchaseAwarded || r.State.Count(fsm.Duplicate) != 1 {
 		t.Errorf("purchase row %d, awarded %v, counts %v; want 123 points written for the duplicate-only run",
 			got, r.State.PurchaseAwarded, r.State.Counts)
+	}
+}
+
+// A fresh run whose only signal holds no valid event has no step to load
+// the order with: it loads it before it waits, writes the ledger row the
+// order is due, and ends after the grace period of the COMPLETED order.
+func TestFreshRunWithoutAValidEventLoadsBeforeItWaits(t *testing.T) {
+	h := newHarness(t, "N-1")
+	done := ev("N-1", 5, fsm.Completed, 12_300)
+	h.db.orders["N-1"] = fsm.Decide(nil, done).Next
+	h.db.keys[done.Key()] = done.ContentHash()
+	h.db.outcomes[done.Key()] = fsm.Applied
+	bad := ev("N-1", 6, fsm.Shipped, 12_300)
+	bad.UserID = 0 // invalid
+	h.send(0, bad)
+	start := h.env.Now()
+	r := h.run(Input{Params: params()})
+	if len(h.db.loads) != 1 || h.db.firstSteps != 0 || len(h.db.applies) != 0 {
+		t.Fatalf("loads %v (%d with an event), applies %v; want one load on its own and no step for the invalid event",
+			h.db.loads, h.db.firstSteps, h.db.applies)
+	}
+	if got := h.db.points["N-1/purchase"]; got != 123 || r.State.Failed != 1 {
+		t.Errorf("purchase row %d, failed %d; want the row the order is due written and the event counted as failed", got, r.State.Failed)
+	}
+	if got := h.env.Now().Sub(start); r.Reason != ReasonGracePeriod || got != params().GracePeriod {
+		t.Errorf("ended by %s after %v, want the grace period, %v", r.Reason, got, params().GracePeriod)
 	}
 }
 
