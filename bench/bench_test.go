@@ -9,9 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 func TestParseRejectsBadFlags(t *testing.T) {
@@ -44,6 +47,7 @@ func TestParseRejectsBadFlags(t *testing.T) {
 		{"-phases", "e2e,open"},
 		{"-phases", "direct,open"}, // the direct floor is no drain of the pipeline's
 		{"-direct-in-flight", "0"},
+		{"-gomaxprocs", "-1"},
 		{"-phases", "e2e,floor,open,interleave"}, // the common rate's cells need the direct floor's drain
 		{"-phases", "direct,interleave"},         // and orderflow's capacity
 		{"extra"},
@@ -296,5 +300,47 @@ func TestBridgeTuningYieldsToTheExperiment(t *testing.T) {
 	cc.Env = []string{"ORDERFLOW_BRIDGE_CONCURRENCY=64", "ORDERFLOW_BRIDGE_BATCH_SIZE_X=1"}
 	if got, want := strings.Join(bridgeTuning(cc), " "), "-batch-size 16"; got != want {
 		t.Errorf("concurrency set by the experiment: %q, want %q", got, want)
+	}
+}
+
+// The worker and the bridge run with the GOMAXPROCS the chart gives them
+// at its default CPU requests: the request rounded up to whole cores.
+func TestGoMaxProcsIsTheChartsDefault(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "deploy", "helm", "orderflow", "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		GoMaxProcs string `yaml:"goMaxProcs"`
+		Worker     struct {
+			Resources struct {
+				Requests struct{ CPU string } `yaml:"requests"`
+			} `yaml:"resources"`
+		} `yaml:"worker"`
+		Bridge struct {
+			Resources struct {
+				Requests struct{ CPU string } `yaml:"requests"`
+			} `yaml:"resources"`
+		} `yaml:"bridge"`
+	}
+	if err := yaml.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	_, o, err := parse(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.GoMaxProcs != "request" {
+		t.Fatalf("the chart's goMaxProcs is %q, the benchmark's -gomaxprocs %d: make them agree", v.GoMaxProcs, o.goMaxProcs)
+	}
+	for name, cpu := range map[string]string{"worker": v.Worker.Resources.Requests.CPU, "bridge": v.Bridge.Resources.Requests.CPU} {
+		m, ok := strings.CutSuffix(cpu, "m")
+		n, err := strconv.Atoi(m)
+		if !ok || err != nil {
+			t.Fatalf("the chart's %s CPU request %q is not in millicores", name, cpu)
+		}
+		if cores := (n + 999) / 1000; cores != o.goMaxProcs {
+			t.Errorf("the chart's %s requests %s, GOMAXPROCS %d; the benchmark runs it with %d", name, cpu, cores, o.goMaxProcs)
+		}
 	}
 }

@@ -494,7 +494,12 @@ func (b *bench) startConsumers(ctx context.Context, cc cellConfig, db *database,
 // to logDir/name.log, its HTTP endpoints on the free address it gets in
 // addrEnv, until /readyz answers.
 func (b *bench) startProc(ctx context.Context, name, bin, addrEnv string, args, env []string) (stop func(), err error) {
-	p := procs.New(procs.Spec{Name: name, Path: bin, Args: args, Env: append([]string{"ORDERFLOW_LOG_LEVEL=warn"}, env...),
+	base := []string{"ORDERFLOW_LOG_LEVEL=warn"}
+	if b.o.goMaxProcs > 0 {
+		// Before env, which may set it too (an A B B A's B): the last wins.
+		base = append(base, fmt.Sprintf("GOMAXPROCS=%d", b.o.goMaxProcs))
+	}
+	p := procs.New(procs.Spec{Name: name, Path: bin, Args: args, Env: append(base, env...),
 		LogPath: filepath.Join(b.logDir, name+".log"), AddrEnv: addrEnv, Ready: "/readyz", ReadyTimeout: 90 * time.Second})
 	if err := p.Start(ctx); err != nil {
 		return nil, err

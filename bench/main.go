@@ -113,6 +113,9 @@ type options struct {
 	abbaSweeps bool
 	// floorFactor is the floors' sweeps' step.
 	floorFactor float64
+	// goMaxProcs is the worker's and the bridge's GOMAXPROCS (0: Go's
+	// default).
+	goMaxProcs int
 }
 
 func main() {
@@ -179,6 +182,7 @@ func parse(args []string) (config.Config, options, error) {
 		"(ORDERFLOW_BRIDGE_CONCURRENCY and ORDERFLOW_BRIDGE_BATCH_SIZE replace -concurrency and -batch-size)"))
 	fs.Bool(&o.abbaSweeps, false, bs("abba-sweeps", "the abba phase also sweeps each variant's capacity, A B B A, before its cells at one rate"))
 	fs.String(&phasesFlag, strings.Join(defaultPhases, ","), bs("phases", "phases run on each engine (dup and hot on the first only), in this order whatever the flag's (open needs e2e and floor; interleave needs open and direct; abba, an experiment run only when named, needs e2e and -abba-env; direct needs none): "+strings.Join(phaseNames, ", ")))
+	fs.Int(&o.goMaxProcs, 1, bs("gomaxprocs", "GOMAXPROCS of the worker and the bridge: 1, as the chart sets it from their default CPU requests (values goMaxProcs); 0: Go's default, a thread per core"))
 	fs.Int(&o.serverShards, 4, bs("server-shards", "history shards of the server engine"))
 	fs.Int(&seed, 42, bs("seed", "scenario seed"))
 	fs.String(&o.chart, "docs/bench-throughput.png", bs("chart", "PNG chart of the sweeps' throughput and p99 against the offered rate"))
@@ -189,6 +193,9 @@ func parse(args []string) (config.Config, options, error) {
 	}
 	if len(fs.Args()) > 0 {
 		return cfg, o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if o.goMaxProcs < 0 {
+		return cfg, o, fmt.Errorf("-gomaxprocs must be >= 0, got %d", o.goMaxProcs)
 	}
 	o.seed = int64(seed)
 	var err error
@@ -280,7 +287,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	mq.UseSlog(slog.Default(), slog.LevelError)
 	// The commit before the run writes its chart, a tracked file.
-	res := results{Started: time.Now(), Commit: gitCommit(".")}
+	res := results{Started: time.Now(), Commit: gitCommit("."), GoMaxProcs: o.goMaxProcs}
 	b, err := newBench(cfg, o, out)
 	if err != nil {
 		return err

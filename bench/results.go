@@ -21,8 +21,11 @@ type results struct {
 	// Commit is the checkout's commit, "-dirty" when it had changes.
 	Commit string `json:"commit"`
 	// Machine is the cores and platform the run had.
-	Machine string         `json:"machine"`
-	Engines []engineResult `json:"engines"`
+	Machine string `json:"machine"`
+	// GoMaxProcs is the worker's and the bridge's GOMAXPROCS (0: Go's
+	// default).
+	GoMaxProcs int            `json:"gomaxprocs"`
+	Engines    []engineResult `json:"engines"`
 }
 
 // engineResult is what a run measured on one Temporal engine.

@@ -210,6 +210,19 @@ that no Deployment, autoscaler or disruption budget counts another's pods.
 {{- end }}
 {{- end }}
 
+{{/* GOMAXPROCS from the container's CPU request, rounded up to whole
+cores (values goMaxProcs): .ctx the root context, .container its name. */}}
+{{- define "orderflow.goMaxProcsEnv" -}}
+{{- if eq (toString .ctx.Values.goMaxProcs) "request" -}}
+- name: GOMAXPROCS
+  valueFrom:
+    resourceFieldRef:
+      containerName: {{ .container }}
+      resource: requests.cpu
+      divisor: "1"
+{{- end }}
+{{- end }}
+
 {{/* One variable from the Secret. */}}
 {{- define "orderflow.secretEnv" -}}
 - name: {{ .name }}
