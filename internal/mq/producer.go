@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
@@ -145,6 +146,14 @@ func (p *Producer) Publish(ctx context.Context, m Message) (Receipt, error) {
 		return Receipt{}, errors.New("mq: publish: topic is empty")
 	}
 	res, err := p.p.SendSync(ctx, m.primitive())
+	for attempt := 0; err != nil && brokerBusy(err) && attempt < busyRetries; attempt++ {
+		select {
+		case <-ctx.Done():
+			return Receipt{}, fmt.Errorf("mq: publish to %s: %w (then %w)", m.Topic, err, ctx.Err())
+		case <-time.After(busyBackoff << attempt):
+		}
+		res, err = p.p.SendSync(ctx, m.primitive())
+	}
 	if err != nil {
 		return Receipt{}, fmt.Errorf("mq: publish to %s: %w", m.Topic, err)
 	}
@@ -152,6 +161,27 @@ func (p *Producer) Publish(ctx context.Context, m Message) (Receipt, error) {
 		return Receipt{}, fmt.Errorf("mq: publish to %s: status %d: %w", m.Topic, res.Status, ErrNotStored)
 	}
 	return receipt(res), nil
+}
+
+// A broker that answers SYSTEM_BUSY (response code 2: flow control, its
+// send queue full or waited on too long) has not stored the message. The
+// client retries other such codes at once but not this one, which the Java
+// client does retry; Publish sends again after busyBackoff, doubled each
+// time, at most busyRetries times (1.55 s in all).
+const (
+	busyRetries = 5
+	busyBackoff = 50 * time.Millisecond
+)
+
+// brokerBusy reports whether err is a broker's SYSTEM_BUSY answer, which
+// the client reports as text ("CODE: 2, DESC: [TIMEOUT_CLEAN_QUEUE]broker
+// busy, ...") or, on some paths, as a primitive.MQBrokerErr.
+func brokerBusy(err error) bool {
+	var be primitive.MQBrokerErr
+	if errors.As(err, &be) {
+		return be.ResponseCode == 2
+	}
+	return strings.HasPrefix(err.Error(), "CODE: 2,")
 }
 
 // primitive is m as the client sends it.
