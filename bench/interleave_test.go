@@ -135,3 +135,26 @@ func TestInterleavedHeld(t *testing.T) {
 		t.Error("orderflow held with one cell at 1,500 ms")
 	}
 }
+
+// dupCPU compares every process's CPU per distinct event of the drains
+// with duplicates and without, each drain scaled to the drains' mean
+// speed: a drain on a machine twice as slow counts half its CPU.
+func TestDupCPUPerDistinctEvent(t *testing.T) {
+	drain := func(events int, cores map[string]float64, seconds, probe float64) cellResult {
+		return cellResult{Events: events, CPU: &cpuShare{Seconds: seconds, Cores: cores, ProbeNS: probe}}
+	}
+	// Without duplicates: 10 s per 1,000 events at speed 100 (10 ms per
+	// event). With them: 12 ms per event at speed 100, and one drain on a
+	// machine twice as slow that used twice the CPU for the same work.
+	none := []cellResult{drain(1000, map[string]float64{"worker": 1}, 10, 100), drain(1000, map[string]float64{"worker": 1}, 10, 100)}
+	dup := []cellResult{drain(1000, map[string]float64{"worker": 1.2}, 10, 100), drain(1000, map[string]float64{"worker": 2.4}, 10, 200)}
+	cpu, ratio := dupCPU(none, dup)
+	// Mean speed 125: none's drains count 1.25 × theirs (12.5 ms), dup's
+	// 1.25 × and 0.625 × (15 ms each).
+	if math.Abs(cpu[stageNoDup][allGroups]-12.5) > 1e-9 || math.Abs(cpu[stageDup][allGroups]-15) > 1e-9 || math.Abs(ratio-1.2) > 1e-9 {
+		t.Errorf("none %.3f ms, dup %.3f ms, ratio %.4f; want 12.5, 15 and 1.2", cpu[stageNoDup][allGroups], cpu[stageDup][allGroups], ratio)
+	}
+	if _, ratio := dupCPU(none, []cellResult{{Events: 1000}}); ratio != 0 {
+		t.Errorf("a drain without CPU readings: ratio %v, want none", ratio)
+	}
+}

@@ -148,7 +148,40 @@ func (b *bench) duplicates(ctx context.Context, er *engineResult) error {
 	er.DupRatio = mean(er.Dup) / mean(er.NoDup)
 	b.printf("dups:     %.0f%% duplicates / none = %.2f in distinct events/s (means of A B B A: %.1f / %.1f)",
 		100*b.o.dupRate, er.DupRatio, mean(er.Dup), mean(er.NoDup))
+	er.DupCPU, er.DupCPURatio = dupCPU(er.NoDup, er.Dup)
+	if er.DupCPURatio > 0 {
+		b.printf("dups:     %.0f%% duplicates / none = %.2f in every process's CPU per distinct event, adjusted to the drains' speed (%.1f / %.1f ms; orderflow's own %.1f / %.1f)",
+			100*b.o.dupRate, er.DupCPURatio, er.DupCPU[stageDup][allGroups], er.DupCPU[stageNoDup][allGroups],
+			ownCPU(er.DupCPU[stageDup]), ownCPU(er.DupCPU[stageNoDup]))
+	}
 	return nil
+}
+
+// The variants of the duplicates' drains, as dupCPU names them.
+const (
+	stageDup   = "dup"
+	stageNoDup = "none"
+)
+
+// dupCPU is the duplicates' drains' CPU per distinct event by variant,
+// adjusted to their mean speed, and every process's, dup over none (0
+// when a variant has no CPU reading).
+func dupCPU(none, dup []cellResult) (map[string]map[string]float64, float64) {
+	var cells []stagedCell
+	for _, r := range none {
+		cells = append(cells, stagedCell{Stage: stageNoDup, Cell: r})
+	}
+	for _, r := range dup {
+		cells = append(cells, stagedCell{Stage: stageDup, Cell: r})
+	}
+	cpu := speedAdjustedCPU(cells)
+	if cpu == nil {
+		return nil, 0
+	}
+	if d, n := cpu[stageDup][allGroups], cpu[stageNoDup][allGroups]; d > 0 && n > 0 {
+		return cpu, d / n
+	}
+	return cpu, 0
 }
 
 // hot is one order receiving -hot-events events; every run of its workflow

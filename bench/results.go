@@ -54,7 +54,14 @@ type engineResult struct {
 	NoDup    []cellResult `json:"no_duplicates_abba,omitempty"`
 	Dup      []cellResult `json:"duplicates_abba,omitempty"`
 	DupRatio float64      `json:"ratio_dup_none,omitempty"`
-	Hot      *cellResult  `json:"hot_order,omitempty"`
+	// DupCPU is each variant's CPU per distinct event by process group
+	// over its two drains ("dup", "none"; allGroups: every process), ms,
+	// adjusted to the drains' mean speed (speedAdjustedCPU), and
+	// DupCPURatio every process's, dup over none: what the duplicates
+	// cost, which the drains' short windows hide from their rates.
+	DupCPU      map[string]map[string]float64 `json:"dup_cpu_ms_per_event,omitempty"`
+	DupCPURatio float64                       `json:"ratio_dup_none_cpu,omitempty"`
+	Hot         *cellResult                   `json:"hot_order,omitempty"`
 	// Sweep and FloorSweep are the capacity sweeps of orderflow and of
 	// the pipeline floor, and CapacityRatio orderflow's capacity over the
 	// pipeline floor's.
