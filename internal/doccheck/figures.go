@@ -43,8 +43,10 @@ type BenchEngine struct {
 			Cell  BenchCell `json:"cell"`
 		} `json:"cells"`
 	} `json:"interleaved"`
-	// DupRatio is 50% duplicates over none (the first engine only).
-	DupRatio float64 `json:"ratio_dup_none"`
+	// DupRatio is 50% duplicates over none (the first engine only), and
+	// DupCPURatio the same in every process's CPU per distinct event.
+	DupRatio    float64 `json:"ratio_dup_none"`
+	DupCPURatio float64 `json:"ratio_dup_none_cpu"`
 }
 
 // BenchCell is one measured cell: its rate, its cost per event and the
