@@ -48,12 +48,7 @@ func (r *run) handle(in Delivery) error {
 		local = fsm.Decision{Outcome: fsm.Duplicate, Next: r.state.Order}
 	}
 	if !first {
-		var known *activities.KnownOrder
-		if _, recorded := r.state.Recorded[e.Version]; !recorded {
-			// What the run knows spares the step a read; the write checks it.
-			known = &activities.KnownOrder{Found: r.state.Exists, Order: r.state.Order}
-		}
-		res, award, err = r.apply(in, local, known)
+		res, award, err = r.apply(in, local, r.known(e))
 	}
 	if err != nil {
 		if temporal.IsCanceledError(err) {
@@ -109,6 +104,16 @@ func (r *run) apply(in Delivery, local fsm.Decision, known *activities.KnownOrde
 	var res activities.ApplyEventAndAwardResult
 	err := r.execute(acts.ApplyEventAndAward, arg, summary).Get(r.ctx, &res)
 	return res.ApplyEventResult, res.Award, err
+}
+
+// known is the order as the run knows it, for the step of e when the run
+// has not recorded e's business key: it spares the step a read, and the
+// write checks it. Nil when the key is recorded: the step reads.
+func (r *run) known(e fsm.Event) *activities.KnownOrder {
+	if _, recorded := r.state.Recorded[e.Version]; recorded {
+		return nil
+	}
+	return &activities.KnownOrder{Found: r.state.Exists, Order: r.state.Order}
 }
 
 // seen reports whether the run has recorded e's business key with content

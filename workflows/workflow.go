@@ -148,8 +148,6 @@ func OrderWorkflow(ctx workflow.Context, in Input) (Result, error) {
 		leanTimers: version >= versionLeanTasks,
 		// The database, not the run's memory, says what is a duplicate.
 		verify: version >= versionVerifyMemory,
-		// A fresh run loads the order with its first event's step.
-		loadWithFirst: version >= versionLoadWithFirst,
 		logger: log.With(workflow.GetLogger(ctx), "order_id", orderID),
 		params: in.Params.withDefaults(),
 	}
@@ -161,7 +159,8 @@ func OrderWorkflow(ctx workflow.Context, in Input) (Result, error) {
 		r.state = in.Carry.clone()
 		r.state.Processed = 0
 		r.state.Runs++
-	case r.loadWithFirst:
+	case version >= versionLoadWithFirst:
+		// A fresh run loads the order with its first event's step.
 		r.state = newState(orderID)
 		r.unloaded = true
 	default:
@@ -235,9 +234,9 @@ type run struct {
 	// database, and a database that is behind the run's memory makes the
 	// run reload the order.
 	verify bool
-	// loadWithFirst is true when a fresh run loads the order with its first
-	// event's step (LoadOrderAndApply); unloaded is true while it has not.
-	loadWithFirst, unloaded bool
+	// unloaded is true while a fresh run that loads the order with its
+	// first event's step (LoadOrderAndApply) has not loaded it yet.
+	unloaded bool
 	// last is the last decision, as the current details show it.
 	last string
 	// pending are the events received but not handled yet, oldest first:
@@ -340,7 +339,7 @@ func (r *run) adoptFirstLoad(res activities.LoadOrderResult) {
 }
 
 // ensureLoaded loads the order (LoadOrder) and writes the ledger rows it is
-// due, when the run has not loaded it yet (loadWithFirst): before the run
+// due, when the run has not loaded it yet (unloaded): before the run
 // waits, completes or continues as new, what it knows must be the
 // database's.
 func (r *run) ensureLoaded() error {
