@@ -175,7 +175,7 @@ func parse(args []string) (config.Config, options, error) {
 	fs.Float(&o.floorFactor, 1.15, bs("sweep-floor-factor", "the floors' capacity sweeps' step up (or down), from the capacity of the stage after them"))
 	fs.Int(&o.sweep.MaxSteps, 10, bs("sweep-steps", "at most this many steps per sweep"))
 	fs.Float(&o.sweep.Within, 0.05, bs("sweep-within", "the sweep bisects between the highest pass and the lowest fail until the lowest fail is within this share of the highest pass (the capacity's resolution)"))
-	fs.Duration(&o.sweep.Step, 25*time.Second, bs("sweep-step", "how long each step's rate is offered: a rate 1 s / sweep-step over capacity (4% at 25s, within the bisection's resolution) builds a backlog that fails p99 <= 1 s within the step"))
+	fs.Duration(&o.sweep.Step, 20*time.Second, bs("sweep-step", "how long each step's rate is offered: a rate 1 s / sweep-step over capacity (5% at 20s, the bisection's resolution) builds a backlog that fails p99 <= 1 s within the step"))
 	fs.Duration(&o.sweep.Cell, 20*time.Second, bs("sweep-cell", "how long each cell at one rate is offered (phases interleave and abba)"))
 	fs.String(&enginesFlag, "dev,server", bs("engines", "Temporal engines to measure on, in this order: dev, the dev server (SQLite, ports 7433, 7442 and 8433); server, the Temporal server on a PostgreSQL of its own (7333-7343 and 8333)"))
 	fs.String(&abbaFlag, "", bs("abba-env", "the abba phase's B: variables added to the worker's and the bridge's environment, KEY=VALUE separated by spaces "+

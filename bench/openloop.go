@@ -121,7 +121,7 @@ func judge(r cellResult) string {
 // noted in the cell's result and the cell runs anyway.
 const (
 	quietCores  = 0.25
-	quietWindow = 3 * time.Second
+	quietWindow = 2 * time.Second
 	quietWait   = 3 * time.Minute
 )
 

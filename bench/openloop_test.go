@@ -177,7 +177,7 @@ func TestLatencies(t *testing.T) {
 }
 
 // TestEngineQuiet builds samples 1 s apart in which the engine uses a
-// known share of a core, and checks the window ending a second before now:
+// known share of a core, and checks the window (quietWindow, 2 s) ending a second before now:
 // busy while the engine used more than quietCores, quiet once it used less,
 // and not judged before the samples cover the window.
 func TestEngineQuiet(t *testing.T) {
@@ -198,10 +198,10 @@ func TestEngineQuiet(t *testing.T) {
 		quiet bool
 		cores float64
 	}{
-		{2, false, 0},       // the window starts before the first sample
-		{5, false, 1.5},     // 1..4 s: busy
-		{7, false, 1.7 / 3}, // 3..6 s: one busy second of three
-		{8, true, 0.1},      // 4..7 s: quiet
+		{1, false, 0},       // the window starts before the first sample
+		{4, false, 1.5},     // 1..3 s: busy
+		{6, false, 1.6 / 2}, // 3..5 s: one busy second of two
+		{7, true, 0.1},      // 4..6 s: quiet
 		{9, true, 0.1},
 	} {
 		quiet, cores := engineQuiet(c, time.Unix(tc.now, 0))
