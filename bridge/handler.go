@@ -504,9 +504,11 @@ func (h *Handler) deliverOrder(ps []*pending) {
 }
 
 // sizes are the encoded sizes of ps's events, by pending, when signals
-// have a budget (-1 for an event that cannot be measured); nil otherwise.
+// have a budget and ps holds more than one event (-1 for an event that
+// cannot be measured); nil otherwise: a lone event goes in a signal of its
+// own whatever its size, so measuring it (an encoding) would be wasted.
 func (h *Handler) sizes(ps []*pending) map[*pending]int {
-	if h.deliverMany == nil || h.size == nil || h.budget <= 0 {
+	if h.deliverMany == nil || h.size == nil || h.budget <= 0 || len(ps) < 2 {
 		return nil
 	}
 	out := make(map[*pending]int, len(ps))

@@ -359,6 +359,48 @@ func TestHandleBatchSplitsAtTheSignalBudget(t *testing.T) {
 	}
 }
 
+// A lone event of an order in a batch goes in a signal of its own whatever
+// its size: it is not measured (an encoding per event for nothing), and one
+// that could not be measured is delivered all the same. An order with
+// several events has each measured once.
+func TestHandleBatchMeasuresOnlyOrdersOfSeveralEvents(t *testing.T) {
+	var sig signals
+	var parked parkLog
+	one, many := refusing(&sig)
+	h := testHandler(t, one, parked.park).WithDeliverMany(many)
+	var (
+		mu       sync.Mutex
+		measured []string
+	)
+	h.WithSignalBudget(func(it Item) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		measured = append(measured, it.Event.Key().String())
+		return 0, errors.New("unable to encode")
+	}, 300)
+	batch := []*primitive.MessageExt{
+		batchMsg("b1", "B", 1, "PAID"),
+		batchMsg("c1", "C", 1, "PAID"),
+		batchMsg("a1", "A", 1, "PAID"),
+		batchMsg("a2", "A", 2, "SHIPPED"),
+	}
+	if err := h.HandleBatch(context.Background(), batch); err != nil {
+		t.Fatalf("handle batch: %v", err)
+	}
+	slices.Sort(measured)
+	if want := []string{"A@1", "A@2"}; !slices.Equal(measured, want) {
+		t.Errorf("measured %v, want %v (B's and C's lone events unmeasured)", measured, want)
+	}
+	got := sig.delivered()
+	slices.Sort(got)
+	if want := []int64{1, 1, 1, 2}; !slices.Equal(got, want) {
+		t.Errorf("delivered versions %v, want %v", got, want)
+	}
+	if r := parked.reasons(); len(r) != 0 {
+		t.Errorf("dead letters %q, want none", r)
+	}
+}
+
 // A batch in which an invalid message cannot be parked goes back to the
 // broker whole: no later message is delivered or acked behind it, and
 // once PostgreSQL is back every message has its effect. A permanent
