@@ -177,9 +177,9 @@ func TestLatencies(t *testing.T) {
 }
 
 // TestEngineQuiet builds samples 1 s apart in which the engine uses a
-// known share of a core, and checks the window (quietWindow, 2 s) ending a second before now:
-// busy while the engine used more than quietCores, quiet once it used less,
-// and not judged before the samples cover the window.
+// known share of a core, and checks the window (quietWindow, 2 s) ending a
+// second before now: busy while the engine used more than quietCores, quiet
+// once it used less, and not judged before the samples cover the window.
 func TestEngineQuiet(t *testing.T) {
 	var samples []cpuSample
 	var used float64
